@@ -1,0 +1,377 @@
+//! The built-in extractor: deterministic OpenIE with no model and no network.
+//!
+//! Per sentence it finds mentions (name-like spans of capitalised words, dates, numbers), links
+//! consecutive mentions by the words between them as the relation phrase, and links the
+//! document's title (an entity of its own) to the first mention of every sentence. Crude next to
+//! an LLM, but it gives a connected graph offline and costs microseconds per sentence.
+
+use std::collections::HashSet;
+
+use streamrag_schemas::{Mention, Triple};
+
+use crate::normalize::normalize;
+
+const MONTHS: [&str; 12] = [
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+];
+
+/// Capitalised words that do not start a name: sentence-initial function words and pronouns.
+const LEADING_STOP: &[&str] = &[
+    "a", "an", "the", "he", "she", "it", "they", "we", "i", "you", "his", "her", "its", "their",
+    "our", "my", "this", "that", "these", "those", "in", "on", "at", "by", "for", "from", "with",
+    "after", "before", "during", "while", "when", "where", "who", "whom", "whose", "which", "what",
+    "why", "how", "as", "since", "although", "though", "but", "and", "or", "if", "there", "here",
+    "however", "also", "both", "each", "many", "some", "most", "other", "such", "one", "of", "to",
+    "is", "was", "are", "were", "be", "been", "did", "does", "do", "has", "have", "had", "not",
+    "all", "any", "later", "then", "today", "until", "about", "between", "into", "over", "under",
+    "through", "against", "among", "upon", "within", "without", "despite", "following", "according",
+];
+
+/// Lower-case words allowed inside a name ("Bank of England", "Ludwig van Beethoven").
+const NAME_CONNECTORS: &[&str] = &["of", "the", "de", "da", "del", "della", "di", "du", "van", "von", "der", "den", "la", "le", "y", "bin", "al"];
+
+/// Abbreviations after which a full stop does not end a sentence.
+const ABBREVIATIONS: &[&str] = &["mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "mt", "no", "vs", "inc", "ltd", "co", "corp", "gen", "col", "lt", "sgt", "rev", "fr", "ft", "vol", "pp", "ca", "approx", "e.g", "i.e", "etc"];
+
+/// Longest gap, in words, between two mentions that still gives a triple.
+const MAX_RELATION_WORDS: usize = 8;
+/// Longest phrase, in words, from a sentence's first mention to a later one.
+const MAX_SUBJECT_RELATION_WORDS: usize = 12;
+
+/// What the extractor found in one document.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Extracted {
+    pub entities: Vec<Mention>,
+    pub triples: Vec<Triple>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokKind {
+    Word,
+    Punct,
+}
+
+#[derive(Debug, Clone)]
+struct Tok<'a> {
+    text: &'a str,
+    kind: TokKind,
+}
+
+fn tokenize(s: &str) -> Vec<Tok<'_>> {
+    let mut toks = Vec::new();
+    let chars: Vec<(usize, char)> = s.char_indices().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let (start, c) = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c.is_alphanumeric() {
+            let mut j = i + 1;
+            while j < chars.len() {
+                let cj = chars[j].1;
+                if cj.is_alphanumeric() {
+                    j += 1;
+                } else if matches!(cj, '\'' | '’' | '-' | '.' | '&' | ',')
+                    && j + 1 < chars.len()
+                    && chars[j + 1].1.is_alphanumeric()
+                    // a comma only inside numbers: 1,000
+                    && (cj != ',' || (chars[j - 1].1.is_ascii_digit() && chars[j + 1].1.is_ascii_digit()))
+                {
+                    j += 1;
+                } else {
+                    break;
+                }
+            }
+            // keep the dot of a trailing initial or abbreviation like "U.S."
+            let mut end = if j < chars.len() { chars[j].0 } else { s.len() };
+            if j < chars.len() && chars[j].1 == '.' && s[start..end].contains('.') {
+                end = chars[j].0 + 1;
+                j += 1;
+            }
+            toks.push(Tok { text: &s[start..end], kind: TokKind::Word });
+            i = j;
+        } else {
+            let end = if i + 1 < chars.len() { chars[i + 1].0 } else { s.len() };
+            toks.push(Tok { text: &s[start..end], kind: TokKind::Punct });
+            i += 1;
+        }
+    }
+    toks
+}
+
+/// Splits text into sentences at `.`, `!`, `?` (and newlines) that are followed by a capital,
+/// a digit or a quote, except after known abbreviations and single initials.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let bytes: Vec<(usize, char)> = text.char_indices().collect();
+    let mut start = 0;
+    for (n, &(i, c)) in bytes.iter().enumerate() {
+        let boundary = match c {
+            '\n' => true,
+            '.' | '!' | '?' => {
+                let next_non_space = bytes[n + 1..].iter().find(|(_, ch)| !ch.is_whitespace());
+                let followed_by_space = bytes.get(n + 1).map(|(_, ch)| ch.is_whitespace()).unwrap_or(true);
+                let next_ok = match next_non_space {
+                    None => true,
+                    Some((_, ch)) => ch.is_uppercase() || ch.is_numeric() || matches!(ch, '"' | '“' | '\'' | '('),
+                };
+                let prev_word: String = text[start..i]
+                    .rsplit(|ch: char| ch.is_whitespace() || ch == '(')
+                    .next()
+                    .unwrap_or("")
+                    .to_lowercase();
+                let abbrev = c == '.'
+                    && (ABBREVIATIONS.contains(&prev_word.trim_end_matches('.'))
+                        || (prev_word.chars().count() == 1 && prev_word.chars().all(|ch| ch.is_alphabetic())));
+                followed_by_space && next_ok && !abbrev
+            }
+            _ => false,
+        };
+        if boundary {
+            let end = i + c.len_utf8();
+            let s = text[start..end].trim();
+            if !s.is_empty() {
+                out.push(s);
+            }
+            start = end;
+        }
+    }
+    let rest = text[start..].trim();
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+fn is_capitalised(w: &str) -> bool {
+    w.chars().next().map(|c| c.is_uppercase()).unwrap_or(false)
+}
+
+fn is_number(w: &str) -> bool {
+    w.chars().next().map(|c| c.is_ascii_digit()).unwrap_or(false)
+        && w.chars().all(|c| c.is_ascii_digit() || c == ',' || c == '.')
+}
+
+fn month(w: &str) -> bool {
+    let l = w.to_lowercase();
+    MONTHS.contains(&l.as_str())
+}
+
+fn year_like(w: &str) -> bool {
+    w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()) && matches!(&w[..2], "10" | "11" | "12" | "13" | "14" | "15" | "16" | "17" | "18" | "19" | "20")
+}
+
+#[derive(Debug, Clone)]
+struct Span {
+    start: usize,
+    end: usize, // exclusive, token index
+    kind: &'static str,
+}
+
+/// Finds mention spans in one tokenized sentence, left to right, non-overlapping.
+fn mention_spans(toks: &[Tok<'_>]) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut i = 0;
+    let word = |k: usize| toks.get(k).filter(|t| t.kind == TokKind::Word).map(|t| t.text);
+    while i < toks.len() {
+        let Some(w) = word(i) else {
+            i += 1;
+            continue;
+        };
+        // Dates: [day] Month [day][,] [year] | year
+        if month(w) && (word(i + 1).map(is_number).unwrap_or(false) || word(i.wrapping_sub(1)).map(is_number).unwrap_or(false)) {
+            let mut s = i;
+            if i > 0 && word(i - 1).map(|p| is_number(p) && p.len() <= 2).unwrap_or(false) {
+                s = i - 1;
+                spans.retain(|sp: &Span| sp.end <= s);
+            }
+            let mut e = i + 1;
+            if word(e).map(|n| is_number(n) && n.len() <= 2).unwrap_or(false) {
+                e += 1;
+            }
+            let comma = toks.get(e).map(|t| t.text == ",").unwrap_or(false);
+            let y = if comma { e + 1 } else { e };
+            if word(y).map(year_like).unwrap_or(false) {
+                e = y + 1;
+            }
+            spans.push(Span { start: s, end: e, kind: "date" });
+            i = e;
+            continue;
+        }
+        if is_number(w) {
+            spans.push(Span { start: i, end: i + 1, kind: if year_like(w) { "date" } else { "number" } });
+            i += 1;
+            continue;
+        }
+        if is_capitalised(w) && !month(w) {
+            let mut s = i;
+            // drop leading function words ("The", "In", "He")
+            while s < toks.len() && word(s).map(|x| is_capitalised(x) && LEADING_STOP.contains(&x.to_lowercase().as_str())).unwrap_or(false) {
+                s += 1;
+            }
+            if s != i {
+                i = s;
+                continue;
+            }
+            let mut e = i + 1;
+            loop {
+                match word(e) {
+                    Some(x) if is_capitalised(x) && !month(x) => e += 1,
+                    Some(x) if NAME_CONNECTORS.contains(&x) && word(e + 1).map(|y| is_capitalised(y) && !month(y)).unwrap_or(false) => e += 2,
+                    _ => break,
+                }
+            }
+            spans.push(Span { start: i, end: e, kind: "name" });
+            i = e;
+            continue;
+        }
+        i += 1;
+    }
+    spans
+}
+
+fn join_words(toks: &[Tok<'_>]) -> String {
+    let mut s = String::new();
+    for t in toks {
+        if t.kind == TokKind::Word {
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            s.push_str(t.text);
+        }
+    }
+    s
+}
+
+fn relation(toks: &[Tok<'_>], max_words: usize) -> Option<String> {
+    let words: Vec<String> = toks.iter().filter(|t| t.kind == TokKind::Word).map(|t| t.text.to_lowercase()).collect();
+    if words.len() > max_words {
+        return None;
+    }
+    if words.is_empty() {
+        // "Paris, France" / "Ada Lovelace (1815)": adjacent mentions
+        return Some("related to".to_string());
+    }
+    Some(words.join(" "))
+}
+
+/// Extracts entities and triples from a document.
+pub fn extract(title: &str, text: &str) -> Extracted {
+    let mut out = Extracted::default();
+    let mut seen_entities = HashSet::new();
+    let mut seen_triples = HashSet::new();
+    let mut add_entity = |out: &mut Extracted, name: &str, kind: &str| {
+        if seen_entities.insert(normalize(name)) {
+            out.entities.push(Mention { name: name.to_string(), kind: Some(kind.to_string()) });
+        }
+    };
+    let title = title.trim();
+    let title_key = normalize(title);
+    if !title_key.is_empty() {
+        add_entity(&mut out, title, "title");
+    }
+    let mut add_triple = |out: &mut Extracted, s: &str, r: String, o: &str| {
+        let (ks, ko) = (normalize(s), normalize(o));
+        if ks.is_empty() || ko.is_empty() || ks == ko {
+            return;
+        }
+        if seen_triples.insert((ks, normalize(&r), ko)) {
+            out.triples.push(Triple { subject: s.to_string(), relation: r, object: o.to_string() });
+        }
+    };
+    for sentence in sentences(text) {
+        let toks = tokenize(sentence);
+        let spans = mention_spans(&toks);
+        let names: Vec<String> = spans.iter().map(|sp| join_words(&toks[sp.start..sp.end])).collect();
+        for (sp, name) in spans.iter().zip(&names) {
+            add_entity(&mut out, name, sp.kind);
+        }
+        if let (Some(first), Some(first_name)) = (spans.first(), names.first()) {
+            if !title_key.is_empty() && normalize(first_name) != title_key {
+                let lead: Vec<Tok<'_>> = toks[..first.start]
+                    .iter()
+                    .filter(|t| !(t.kind == TokKind::Word && matches!(t.text.to_lowercase().as_str(), "he" | "she" | "it" | "they" | "the" | "a" | "an" | "this" | "his" | "her" | "its" | "their")))
+                    .cloned()
+                    .collect();
+                let r = relation(&lead, MAX_RELATION_WORDS).map(|r| if r == "related to" { "mentions".to_string() } else { r });
+                if let Some(r) = r {
+                    add_triple(&mut out, title, r, first_name);
+                }
+            }
+        }
+        for k in 1..spans.len() {
+            if let Some(r) = relation(&toks[spans[k - 1].end..spans[k].start], MAX_RELATION_WORDS) {
+                add_triple(&mut out, &names[k - 1], r, &names[k]);
+            }
+            // The sentence's subject also reaches past intermediate mentions:
+            // "X is a 1959 film directed by Y" gives (X, is a 1959 film directed by, Y).
+            if k >= 2 {
+                if let Some(r) = relation(&toks[spans[0].end..spans[k].start], MAX_SUBJECT_RELATION_WORDS) {
+                    add_triple(&mut out, &names[0], r, &names[k]);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has(t: &Extracted, s: &str, r: &str, o: &str) -> bool {
+        t.triples.iter().any(|x| x.subject == s && x.relation == r && x.object == o)
+    }
+
+    #[test]
+    fn sentences_respect_abbreviations_and_initials() {
+        let s = sentences("Dr. John H. Watson lived in London. He met Mr. Holmes in 1881! Did he? yes.");
+        assert_eq!(s, vec!["Dr. John H. Watson lived in London.", "He met Mr. Holmes in 1881!", "Did he? yes."]);
+    }
+
+    #[test]
+    fn names_dates_numbers_and_relations() {
+        let e = extract("Ada Lovelace", "Ada Lovelace was born in London on 10 December 1815. She worked with Charles Babbage on the Analytical Engine.");
+        let names: Vec<_> = e.entities.iter().map(|m| (m.name.as_str(), m.kind.as_deref().unwrap())).collect();
+        assert_eq!(
+            names,
+            vec![("Ada Lovelace", "title"), ("London", "name"), ("10 December 1815", "date"), ("Charles Babbage", "name"), ("Analytical Engine", "name")]
+        );
+        assert!(has(&e, "Ada Lovelace", "was born in", "London"), "{:?}", e.triples);
+        assert!(has(&e, "London", "on", "10 December 1815"), "{:?}", e.triples);
+        assert!(has(&e, "Ada Lovelace", "worked with", "Charles Babbage"), "{:?}", e.triples);
+        assert!(has(&e, "Charles Babbage", "on the", "Analytical Engine"), "{:?}", e.triples);
+        assert!(has(&e, "London", "on", "10 December 1815"), "{:?}", e.triples);
+        // the subject reaches past an intermediate mention
+        let e = extract("", "Night Train is a 1959 film directed by Jerzy Kawalerowicz.");
+        assert!(has(&e, "Night Train", "is a 1959 film directed by", "Jerzy Kawalerowicz"), "{:?}", e.triples);
+    }
+
+    #[test]
+    fn leading_function_words_and_connectors() {
+        let e = extract("", "The Bank of England was founded in 1694 by William Paterson.");
+        assert!(has(&e, "Bank of England", "was founded in", "1694"), "{:?}", e.triples);
+        assert!(has(&e, "1694", "by", "William Paterson"), "{:?}", e.triples);
+        assert!(!e.entities.iter().any(|m| m.name.starts_with("The")));
+    }
+
+    #[test]
+    fn long_gaps_give_no_triple_and_output_is_deterministic() {
+        let text = "Alice met Bob and then after a very long and winding series of unrelated events finally Carol.";
+        let a = extract("T", text);
+        assert!(has(&a, "Alice", "met", "Bob"));
+        assert!(!a.triples.iter().any(|t| t.subject == "Bob" && t.object == "Carol"));
+        assert_eq!(a, extract("T", text));
+    }
+
+    #[test]
+    fn empty_and_odd_input() {
+        assert_eq!(extract("", ""), Extracted::default());
+        let e = extract("X", "!!! ... ??? 12,000 people. Ünïcödé Name visited Zürich.");
+        assert!(e.entities.iter().any(|m| m.name == "12,000" && m.kind.as_deref() == Some("number")));
+        assert!(has(&e, "Ünïcödé Name", "visited", "Zürich"), "{:?}", e.triples);
+    }
+}

@@ -1,0 +1,10 @@
+//! The knowledge graph: [`GraphState`] in memory (what queries read) and [`GraphStore`] in sled
+//! (what survives a restart). Each document version is applied as a whole: the triples and
+//! entities only it supported are retracted, its new ones asserted; support is counted per
+//! document, so re-applying a version changes nothing.
+
+mod state;
+mod store;
+
+pub use state::{DocEntry, Dirty, EntityEntry, GraphState, GraphStats, TripleEntry, TripleKey};
+pub use store::{GraphStore, StoreError};

@@ -1,0 +1,183 @@
+//! The openie stage: document -> entities + triples on the triples topic. Documents that carry
+//! triples pass them through; others go to the [`Extractor`].
+
+use streamrag_schemas::{decode, encode, DocOp, Document, Extraction, Mention, SourceRef, Triple};
+
+use crate::config::{Limits, Topics};
+use crate::error::StageError;
+use crate::extract;
+use crate::runtime::{Operator, Outcome};
+use crate::transport::{Output, Record};
+
+/// Where triples come from when a document carries none. The LLM extractor joins this enum.
+#[derive(Debug, Clone, Default)]
+pub enum Extractor {
+    /// Deterministic, offline: see [`crate::extract`].
+    #[default]
+    Builtin,
+}
+
+impl Extractor {
+    pub fn name(&self) -> String {
+        match self {
+            Extractor::Builtin => "builtin".into(),
+        }
+    }
+
+    pub async fn extract(&self, title: &str, text: &str) -> Result<extract::Extracted, StageError> {
+        match self {
+            Extractor::Builtin => Ok(extract::extract(title, text)),
+        }
+    }
+}
+
+/// Checks a document against the rules the schema cannot express.
+pub fn validate(doc: &Document, limits: &Limits) -> Result<(), StageError> {
+    if doc.id.trim().is_empty() {
+        return Err(StageError::user("document id is empty"));
+    }
+    if doc.op == DocOp::Upsert {
+        let Some(text) = &doc.text else {
+            return Err(StageError::user(format!("document {} has no text", doc.id)));
+        };
+        if text.len() > limits.max_text_bytes {
+            return Err(StageError::user(format!(
+                "document {} text is {} bytes, over the limit of {} bytes",
+                doc.id,
+                text.len(),
+                limits.max_text_bytes
+            )));
+        }
+        if let Some(ts) = &doc.triples {
+            for (i, t) in ts.iter().enumerate() {
+                if t.iter().any(|x| x.trim().is_empty()) {
+                    return Err(StageError::user(format!("document {} triple {i} has an empty element", doc.id)));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub struct OpenIe {
+    pub topics: Topics,
+    pub limits: Limits,
+    pub extractor: Extractor,
+}
+
+impl OpenIe {
+    async fn process(&self, r: &Record) -> Outcome {
+        let doc: Document = decode(&r.payload)?;
+        validate(&doc, &self.limits)?;
+        let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset };
+        let ex = match (doc.op, &doc.triples) {
+            (DocOp::Delete, _) => Extraction {
+                schema_version: 1,
+                op: DocOp::Delete,
+                doc_id: doc.id.clone(),
+                title: String::new(),
+                entities: vec![],
+                triples: vec![],
+                extractor: "passthrough".into(),
+                source,
+            },
+            (DocOp::Upsert, Some(ts)) => {
+                let mut entities = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                let title = doc.title.trim();
+                for name in std::iter::once(title).chain(ts.iter().flat_map(|t| [t[0].trim(), t[2].trim()])) {
+                    if !name.is_empty() && seen.insert(crate::normalize::normalize(name)) {
+                        entities.push(Mention { name: name.to_string(), kind: None });
+                    }
+                }
+                Extraction {
+                    schema_version: 1,
+                    op: DocOp::Upsert,
+                    doc_id: doc.id.clone(),
+                    title: doc.title.clone(),
+                    entities,
+                    triples: ts
+                        .iter()
+                        .map(|t| Triple { subject: t[0].trim().into(), relation: t[1].trim().into(), object: t[2].trim().into() })
+                        .collect(),
+                    extractor: "passthrough".into(),
+                    source,
+                }
+            }
+            (DocOp::Upsert, None) => {
+                let text = doc.text.as_deref().unwrap_or_default();
+                let got = self.extractor.extract(&doc.title, text).await?;
+                Extraction {
+                    schema_version: 1,
+                    op: DocOp::Upsert,
+                    doc_id: doc.id.clone(),
+                    title: doc.title.clone(),
+                    entities: got.entities,
+                    triples: got.triples,
+                    extractor: self.extractor.name(),
+                    source,
+                }
+            }
+        };
+        Ok(vec![Output { topic: self.topics.triples.clone(), key: doc.id, payload: encode(&ex) }])
+    }
+}
+
+impl Operator for OpenIe {
+    fn name(&self) -> &'static str {
+        "openie"
+    }
+    fn input(&self) -> String {
+        self.topics.docs.clone()
+    }
+    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, crate::error::TransportError> {
+        let mut out = Vec::with_capacity(batch.len());
+        for r in batch {
+            out.push(self.process(r).await);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(payload: &[u8]) -> Record {
+        Record { topic: "docs".into(), partition: 0, offset: 4, key: None, payload: payload.to_vec(), timestamp_ms: 0 }
+    }
+
+    fn op() -> OpenIe {
+        OpenIe { topics: Topics::default(), limits: Limits { max_text_bytes: 64, max_batch: 10 }, extractor: Extractor::Builtin }
+    }
+
+    #[tokio::test]
+    async fn each_bad_record_fails_alone() {
+        let mut op = op();
+        let batch = vec![
+            rec(br#"{"id":"a","title":"A","text":"Alice met Bob."}"#),
+            rec(b"not json"),
+            rec(br#"{"title":"no id","text":"x"}"#),
+            rec(br#"{"id":"b"}"#),
+            rec(b"{\"id\":\"c\",\"text\":\"\xff\"}"),
+            rec(format!(r#"{{"id":"d","text":"{}"}}"#, "x".repeat(65)).as_bytes()),
+            rec(br#"{"id":" ","text":"x"}"#),
+            rec(br#"{"id":"e","text":"x","triples":[["a","","b"]]}"#),
+            rec(br#"{"id":"f","text":"x","triples":[["P","r","Q"]]}"#),
+            rec(br#"{"op":"delete","id":"a"}"#),
+        ];
+        let out = op.process_batch(&batch).await.unwrap();
+        let ok: Vec<bool> = out.iter().map(|o| o.is_ok()).collect();
+        assert_eq!(ok, vec![true, false, false, false, false, false, false, false, true, true]);
+        let reasons: Vec<String> = out.iter().filter_map(|o| o.as_ref().err().map(|e| e.message.clone())).collect();
+        assert!(reasons[3].contains("UTF-8"), "{reasons:?}");
+        assert!(reasons[4].contains("over the limit"), "{reasons:?}");
+        let ex: Extraction = decode(&out[8].as_ref().unwrap()[0].payload).unwrap();
+        assert_eq!(ex.extractor, "passthrough");
+        assert_eq!(ex.triples, vec![Triple { subject: "P".into(), relation: "r".into(), object: "Q".into() }]);
+        assert_eq!(ex.source.offset, 4);
+        let ex: Extraction = decode(&out[0].as_ref().unwrap()[0].payload).unwrap();
+        assert_eq!(ex.extractor, "builtin");
+        assert!(ex.triples.iter().any(|t| t.subject == "Alice" && t.object == "Bob"));
+    }
+}

@@ -1,0 +1,181 @@
+//! The Kafka transport (rdkafka): consumer groups with offsets stored only after a batch's
+//! outputs were acknowledged, and an idempotent producer (acks=all, in order per partition).
+//! Works with any Kafka-protocol broker; raw librdkafka options pass through unchanged.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{last_offsets, Output, Position, Record};
+use crate::error::TransportError;
+
+/// How to reach the cluster.
+#[derive(Debug, Clone)]
+pub struct KafkaConfig {
+    /// `host:port[,host:port...]`.
+    pub brokers: String,
+    /// Partitions for topics this process creates.
+    pub partitions: i32,
+    /// Replication factor for topics this process creates.
+    pub replication: i32,
+    /// Raw librdkafka options (SASL, TLS, timeouts...), applied to every client.
+    pub options: BTreeMap<String, String>,
+}
+
+impl KafkaConfig {
+    pub fn new(brokers: impl Into<String>) -> Self {
+        KafkaConfig { brokers: brokers.into(), partitions: 1, replication: 1, options: BTreeMap::new() }
+    }
+
+    fn client(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        for (k, v) in &self.options {
+            c.set(k, v);
+        }
+        c
+    }
+}
+
+/// A producer shared by all stages of a process, plus what it takes to make consumers.
+#[derive(Clone)]
+pub struct KafkaTransport {
+    config: Arc<KafkaConfig>,
+    producer: FutureProducer,
+}
+
+impl KafkaTransport {
+    pub fn connect(config: KafkaConfig) -> Result<Self, TransportError> {
+        let producer: FutureProducer = config
+            .client()
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "5")
+            .set("message.timeout.ms", "120000")
+            .create()?;
+        Ok(KafkaTransport { config: Arc::new(config), producer })
+    }
+
+    /// Creates the topics that do not exist yet.
+    pub async fn ensure_topics(&self, topics: &[&str]) -> Result<(), TransportError> {
+        let admin: AdminClient<DefaultClientContext> = self.config.client().create()?;
+        let new: Vec<NewTopic> = topics
+            .iter()
+            .map(|t| NewTopic::new(t, self.config.partitions, TopicReplication::Fixed(self.config.replication)))
+            .collect();
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        for result in admin.create_topics(new.iter(), &opts).await? {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((topic, code)) => {
+                    return Err(TransportError::Other(format!("cannot create topic {topic}: {code}")))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Produces in order and waits for every acknowledgement.
+    pub async fn produce(&self, outputs: &[Output]) -> Result<Vec<Position>, TransportError> {
+        let futures: Vec<_> = outputs
+            .iter()
+            .map(|o| {
+                self.producer
+                    .send(FutureRecord::to(&o.topic).key(&o.key).payload(&o.payload), Duration::from_secs(120))
+            })
+            .collect();
+        let mut positions = Vec::with_capacity(outputs.len());
+        for f in futures {
+            let delivery = f.await.map_err(|(e, _)| TransportError::Kafka(e))?;
+            positions.push(Position { partition: delivery.partition, offset: delivery.offset });
+        }
+        Ok(positions)
+    }
+
+    pub async fn subscribe(&self, group: &str, topic: &str, from_end: bool) -> Result<KafkaSubscription, TransportError> {
+        let consumer: StreamConsumer = self
+            .config
+            .client()
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", if from_end { "latest" } else { "earliest" })
+            .set("session.timeout.ms", "10000")
+            .set("heartbeat.interval.ms", "1000")
+            .set("enable.partition.eof", "false")
+            .create()?;
+        if from_end {
+            // Request/response clients: read from the current end of every partition, and be
+            // assigned before the caller produces its request.
+            let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+            let mut tpl = TopicPartitionList::new();
+            for t in md.topics() {
+                for p in t.partitions() {
+                    let (_, high) = consumer.fetch_watermarks(topic, p.id(), Duration::from_secs(10))?;
+                    tpl.add_partition_offset(topic, p.id(), Offset::Offset(high))?;
+                }
+            }
+            consumer.assign(&tpl)?;
+        } else {
+            consumer.subscribe(&[topic])?;
+        }
+        Ok(KafkaSubscription { consumer })
+    }
+}
+
+/// A consumer group member on one topic.
+pub struct KafkaSubscription {
+    consumer: StreamConsumer,
+}
+
+fn owned(m: &rdkafka::message::BorrowedMessage<'_>) -> Record {
+    Record {
+        topic: m.topic().to_string(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(|k| k.to_vec()),
+        payload: m.payload().map(|p| p.to_vec()).unwrap_or_default(),
+        timestamp_ms: m.timestamp().to_millis().unwrap_or(0),
+    }
+}
+
+impl KafkaSubscription {
+    pub async fn next_batch(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, TransportError> {
+        let mut batch = Vec::new();
+        match tokio::time::timeout(wait, self.consumer.recv()).await {
+            Err(_) => return Ok(batch),
+            Ok(m) => batch.push(owned(&m?)),
+        }
+        while batch.len() < max {
+            match tokio::time::timeout(Duration::from_millis(2), self.consumer.recv()).await {
+                Err(_) => break,
+                Ok(Ok(m)) => batch.push(owned(&m)),
+                Ok(Err(KafkaError::PartitionEOF(_))) => break,
+                Ok(Err(e)) => return Err(e.into()),
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Stores and commits the offsets after each partition's last record of the batch.
+    pub fn commit(&mut self, batch: &[Record]) -> Result<(), TransportError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), off) in last_offsets(batch) {
+            tpl.add_partition_offset(&topic, partition, Offset::Offset(off + 1))?;
+        }
+        self.consumer.commit(&tpl, CommitMode::Async)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,117 @@
+//! The two transports. Both give the same delivery contract: records of one partition arrive in
+//! order; a consumer group's position moves only when the stage commits, which it does after
+//! its outputs were acknowledged (at-least-once); produced records are durable when acknowledged.
+
+pub mod embedded;
+pub mod kafka;
+
+use std::time::Duration;
+
+use crate::error::TransportError;
+
+/// A consumed record, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    /// Milliseconds since the epoch, as the log stamped it.
+    pub timestamp_ms: i64,
+}
+
+impl Record {
+    pub fn key_str(&self) -> Option<String> {
+        self.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned())
+    }
+}
+
+/// A record to produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    pub topic: String,
+    pub key: String,
+    pub payload: Vec<u8>,
+}
+
+/// Where a produced record landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// The transport a process runs on, chosen once at start-up.
+#[derive(Clone)]
+pub enum Transport {
+    Embedded(embedded::EmbeddedLog),
+    Kafka(kafka::KafkaTransport),
+}
+
+impl Transport {
+    /// Produces records in order and returns when every one is acknowledged (durable).
+    pub async fn produce(&self, outputs: &[Output]) -> Result<Vec<Position>, TransportError> {
+        match self {
+            Transport::Embedded(t) => t.produce(outputs).await,
+            Transport::Kafka(t) => t.produce(outputs).await,
+        }
+    }
+
+    /// Joins `group` on `topic`. `from_end`: a fresh group starts at the end of the log
+    /// rather than the beginning (for request/response clients).
+    pub async fn subscribe(&self, group: &str, topic: &str, from_end: bool) -> Result<Subscription, TransportError> {
+        Ok(match self {
+            Transport::Embedded(t) => Subscription::Embedded(t.subscribe(group, topic, from_end)?),
+            Transport::Kafka(t) => Subscription::Kafka(t.subscribe(group, topic, from_end).await?),
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transport::Embedded(_) => "embedded",
+            Transport::Kafka(_) => "kafka",
+        }
+    }
+}
+
+/// A consumer group member on one topic.
+pub enum Subscription {
+    Embedded(embedded::EmbeddedSubscription),
+    Kafka(kafka::KafkaSubscription),
+}
+
+impl Subscription {
+    /// Waits up to `wait` for the first record, then takes what is ready, up to `max`.
+    pub async fn next_batch(&mut self, max: usize, wait: Duration) -> Result<Vec<Record>, TransportError> {
+        match self {
+            Subscription::Embedded(s) => s.next_batch(max, wait).await,
+            Subscription::Kafka(s) => s.next_batch(max, wait).await,
+        }
+    }
+
+    /// Marks every record of `batch` done: the group resumes after them.
+    pub async fn commit(&mut self, batch: &[Record]) -> Result<(), TransportError> {
+        match self {
+            Subscription::Embedded(s) => s.commit(batch),
+            Subscription::Kafka(s) => s.commit(batch),
+        }
+    }
+}
+
+/// The highest offset per partition in a batch (batches are in order per partition).
+pub fn last_offsets(batch: &[Record]) -> std::collections::BTreeMap<(String, i32), i64> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in batch {
+        let e = out.entry((r.topic.clone(), r.partition)).or_insert(r.offset);
+        *e = (*e).max(r.offset);
+    }
+    out
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
