@@ -20,14 +20,19 @@ pub type SharedGraph = Arc<RwLock<GraphState>>;
 pub struct KgWriter {
     pub topics: Topics,
     pub graph: SharedGraph,
-    pub store: GraphStore,
+    /// None for a query replica, which keeps its graph in memory only.
+    pub store: Option<GraphStore>,
     /// Bumped after every persisted batch (number of documents), for waiters.
     pub applied: watch::Sender<usize>,
 }
 
 impl Operator for KgWriter {
     fn name(&self) -> &'static str {
-        "kg-writer"
+        if self.store.is_some() {
+            "kg-writer"
+        } else {
+            "query-replica"
+        }
     }
     fn input(&self) -> String {
         self.topics.graph_deltas.clone()
@@ -56,7 +61,9 @@ impl Operator for KgWriter {
         }
         if !dirty.is_empty() {
             let g = self.graph.read().unwrap();
-            self.store.persist(&g, &dirty).map_err(|e| TransportError::Other(e.to_string()))?;
+            if let Some(store) = &self.store {
+                store.persist(&g, &dirty).map_err(|e| TransportError::Other(e.to_string()))?;
+            }
             self.applied.send_replace(g.document_count());
         }
         Ok(outcomes)

@@ -1,1 +1,440 @@
-fn main(){}
+//! `streamrag`: run the pipeline, ingest documents, ask questions. Thin: parses arguments and
+//! calls the library.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde::Deserialize;
+use streamrag::client::{self, Line, Target};
+use streamrag::http::{self, ApiState};
+use streamrag::node::{Node, NodeConfig};
+use streamrag::synth;
+use streamrag_operators::{Limits, Topics};
+use streamrag_schemas::Document;
+
+#[derive(Parser)]
+#[command(name = "streamrag", version, about = "Streaming graph RAG: documents on a topic in, answers on a topic out")]
+struct Cli {
+    /// Log level or filter (e.g. info, debug, streamrag_operators=debug).
+    #[arg(long, global = true, env = "STREAMRAG_LOG", default_value = "info")]
+    log_level: String,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true, env = "STREAMRAG_LOG_JSON")]
+    log_json: bool,
+    /// A TOML config file ([topics], [limits], [kafka]); flags and STREAMRAG_* variables win.
+    #[arg(long, global = true, env = "STREAMRAG_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the pipeline's stages in this process (embedded transport unless --brokers).
+    Run(RunArgs),
+    /// Publish JSON-lines documents (or a deletion) onto the docs topic.
+    Ingest(IngestArgs),
+    /// Ask a question and print its answer.
+    Ask(AskArgs),
+    /// Print the graph's counts and digest from a data directory or a running process.
+    Stats(StatsArgs),
+    /// Index the sample corpus shipped in samples/ on the embedded transport and answer the
+    /// sample questions.
+    Demo(DemoArgs),
+    /// Benchmarks that print figures.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Args, Clone)]
+struct Conn {
+    /// Kafka bootstrap servers (host:port,...). Without it: the embedded transport.
+    #[arg(long, env = "STREAMRAG_BROKERS")]
+    brokers: Option<String>,
+    /// Raw librdkafka option KEY=VALUE (SASL, TLS...), repeatable.
+    #[arg(long = "kafka-option", value_parser = parse_kv)]
+    kafka_options: Vec<(String, String)>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Data directory: the embedded log and the graph store.
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    data: PathBuf,
+    /// Serve the HTTP API on this address (e.g. 127.0.0.1:8080).
+    #[arg(long, env = "STREAMRAG_HTTP")]
+    http: Option<String>,
+    /// Comma-separated stages to run (default: all of openie,resolve,kg-writer,query).
+    #[arg(long, env = "STREAMRAG_STAGES", value_delimiter = ',')]
+    stages: Vec<String>,
+    /// Partitions for topics this process creates on Kafka.
+    #[arg(long, default_value_t = 1)]
+    partitions: i32,
+    /// Largest accepted document text in bytes.
+    #[arg(long, env = "STREAMRAG_MAX_TEXT_BYTES")]
+    max_text_bytes: Option<usize>,
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Send to a running process's HTTP API instead.
+    #[arg(long, conflicts_with = "brokers")]
+    http: Option<String>,
+    /// Data directory of a stopped embedded node (when neither --brokers nor --http).
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    data: PathBuf,
+    /// Publish a deletion of this document id instead of reading a file.
+    #[arg(long)]
+    delete: Option<String>,
+    /// Publish each line as-is, unchecked (to replay captured records or test dead-lettering).
+    #[arg(long)]
+    raw: bool,
+    /// JSON lines {"id","title","text"[,"triples"]}, or - for stdin.
+    file: Option<String>,
+}
+
+#[derive(Args)]
+struct AskArgs {
+    #[command(flatten)]
+    conn: Conn,
+    #[arg(long, conflicts_with = "brokers")]
+    http: Option<String>,
+    /// Data directory of a stopped embedded node (when neither --brokers nor --http).
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    data: PathBuf,
+    /// Print the answer message as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Documents to return.
+    #[arg(long)]
+    top_k: Option<u32>,
+    /// Seconds to wait for the answer.
+    #[arg(long, default_value_t = 30)]
+    timeout_s: u64,
+    question: String,
+}
+
+#[derive(Args)]
+struct StatsArgs {
+    #[arg(long)]
+    http: Option<String>,
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    data: PathBuf,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Data directory (default: a fresh temporary one).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// The corpus to index.
+    #[arg(long, default_value = "samples/corpus.jsonl")]
+    corpus: PathBuf,
+    /// One question per line.
+    #[arg(long, default_value = "samples/questions.txt")]
+    questions: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Documents/s through the whole pipeline with the built-in extractor.
+    Pipeline(BenchPipelineArgs),
+}
+
+#[derive(Args)]
+struct BenchPipelineArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// Number of synthetic documents.
+    #[arg(long, default_value_t = 5000)]
+    docs: usize,
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
+}
+
+/// The config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    topics: Topics,
+    #[serde(default)]
+    limits: Limits,
+    /// Raw librdkafka options for every client.
+    #[serde(default)]
+    kafka: std::collections::BTreeMap<String, String>,
+}
+
+fn load_config(path: &Option<PathBuf>) -> Result<FileConfig> {
+    match path {
+        None => Ok(FileConfig::default()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+        }
+    }
+}
+
+fn target(conn: &Conn, http: &Option<String>, data: &PathBuf, file: &FileConfig) -> Target {
+    if let Some(h) = http {
+        return Target::Http(h.clone());
+    }
+    if let Some(b) = &conn.brokers {
+        let mut options: Vec<(String, String)> = file.kafka.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        options.extend(conn.kafka_options.iter().cloned());
+        return Target::Kafka { brokers: b.clone(), options };
+    }
+    Target::Embedded(data.clone())
+}
+
+fn init_logs(level: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn serve_http(addr: &str, node: Arc<Node>) -> Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
+    let mut stop = node.shutdown_signal();
+    let app = http::router(Arc::new(ApiState { node, answer_timeout: Duration::from_secs(30) }));
+    Ok(tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await;
+    }))
+}
+
+fn node_config(conn: &Conn, data: &std::path::Path, file: &FileConfig) -> NodeConfig {
+    let mut cfg = NodeConfig::embedded(data);
+    cfg.brokers = conn.brokers.clone();
+    cfg.kafka_options = file.kafka.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    cfg.kafka_options.extend(conn.kafka_options.iter().cloned());
+    cfg.topics = file.topics.clone();
+    cfg.limits = file.limits.clone();
+    cfg
+}
+
+async fn cmd_run(a: RunArgs, file: FileConfig) -> Result<()> {
+    let mut cfg = node_config(&a.conn, &a.data, &file);
+    cfg.partitions = a.partitions;
+    if let Some(m) = a.max_text_bytes {
+        cfg.limits.max_text_bytes = m;
+    }
+    if !a.stages.is_empty() {
+        cfg.stages = a.stages;
+    }
+    let (node, mut tasks) = Node::start(cfg).await?;
+    tracing::info!(transport = node.transport.name(), stages = %node.config.stages.join(","), "streamrag running");
+    if let Some(addr) = &a.http {
+        serve_http(addr, node.clone()).await?;
+    }
+    let result = tokio::select! {
+        r = tasks.wait_any() => r,
+        _ = shutdown_signal() => Ok(()),
+    };
+    tracing::info!("shutting down");
+    tasks.join(&node).await?;
+    result
+}
+
+fn print_answer(a: &streamrag_schemas::Answer, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(a).expect("serializable"));
+    } else {
+        print!("{}", client::render(a));
+    }
+}
+
+async fn cmd_ingest(a: IngestArgs, file: FileConfig) -> Result<()> {
+    let t = target(&a.conn, &a.http, &a.data, &file);
+    let items = match (&a.delete, &a.file) {
+        (Some(id), None) => vec![Line::Doc(Document::delete(id.clone()))],
+        (None, Some(path)) => client::read_lines(path, a.raw, &file.limits)?,
+        (Some(_), Some(_)) => bail!("give either --delete ID or a FILE, not both"),
+        (None, None) => bail!("give a FILE of JSON lines (or - for stdin), or --delete ID"),
+    };
+    let mut rejected = 0;
+    for item in &items {
+        if let Line::Rejected { line, reason } = item {
+            eprintln!("line {line}: rejected: {reason}");
+            rejected += 1;
+        }
+    }
+    let t0 = Instant::now();
+    let sent = client::ingest(&t, &file.topics, items).await?;
+    eprintln!("ingested {sent} record(s) in {:.2}s; {rejected} rejected", t0.elapsed().as_secs_f64());
+    if rejected > 0 {
+        bail!("{rejected} line(s) rejected");
+    }
+    Ok(())
+}
+
+async fn cmd_ask(a: AskArgs, file: FileConfig) -> Result<()> {
+    let t = target(&a.conn, &a.http, &a.data, &file);
+    let answer = client::ask(&t, &file.topics, &a.question, a.top_k, Duration::from_secs(a.timeout_s)).await?;
+    print_answer(&answer, a.json);
+    Ok(())
+}
+
+async fn cmd_stats(a: StatsArgs) -> Result<()> {
+    let stats = match &a.http {
+        Some(h) => reqwest::get(format!("http://{h}/stats")).await?.error_for_status()?.json::<serde_json::Value>().await?,
+        None => {
+            let store = streamrag_operators::graph::GraphStore::open(&a.data.join("graph"))
+                .map_err(|e| anyhow::anyhow!("{e}\nhint: while `streamrag run` holds the directory, use --http ADDR"))?;
+            serde_json::to_value(store.load()?.stats())?
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&stats)?);
+    Ok(())
+}
+
+async fn cmd_demo(a: DemoArgs) -> Result<()> {
+    let tmp;
+    let data = match &a.data {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempdir()?;
+            tmp.clone()
+        }
+    };
+    let docs = client::read_lines(a.corpus.to_str().unwrap_or("-"), false, &Limits::default())?;
+    for d in &docs {
+        if let Line::Rejected { line, reason } = d {
+            bail!("{}:{line}: {reason}", a.corpus.display());
+        }
+    }
+    let questions: Vec<String> = std::fs::read_to_string(&a.questions)
+        .with_context(|| format!("reading {}", a.questions.display()))?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    let (node, tasks) = Node::start(NodeConfig::embedded(&data)).await?;
+    let t0 = Instant::now();
+    let n = docs.len();
+    let outs: Vec<_> = docs
+        .into_iter()
+        .filter_map(|l| match l {
+            Line::Doc(d) => Some(streamrag_operators::transport::Output { topic: node.config.topics.docs.clone(), key: d.id.clone(), payload: streamrag_schemas::encode(&d) }),
+            _ => None,
+        })
+        .collect();
+    node.transport.produce(&outs).await?;
+    node.wait_drained(Duration::from_secs(120)).await?;
+    let stats = node.graph.as_ref().expect("kg-writer runs").read().unwrap().stats();
+    println!(
+        "indexed {n} documents in {:.2}s: {} entities, {} triples (data in {})\n",
+        t0.elapsed().as_secs_f64(),
+        stats.entities,
+        stats.triples,
+        data.display()
+    );
+    for q in &questions {
+        let query = streamrag_schemas::Query { schema_version: 1, query_id: http::new_query_id(), question: q.clone(), top_k: Some(3) };
+        let rx = node.answers.wait_for(&query.query_id);
+        node.transport
+            .produce(&[streamrag_operators::transport::Output { topic: node.config.topics.queries.clone(), key: query.query_id.clone(), payload: streamrag_schemas::encode(&query) }])
+            .await?;
+        let answer = tokio::time::timeout(Duration::from_secs(30), rx).await.context("waiting for an answer")??;
+        print_answer(&answer, false);
+        println!();
+    }
+    tasks.join(&node).await?;
+    Ok(())
+}
+
+fn tempdir() -> Result<PathBuf> {
+    let p = std::env::temp_dir().join(format!("streamrag-demo-{}-{}", std::process::id(), streamrag_operators::transport::now_ms()));
+    std::fs::create_dir_all(&p)?;
+    Ok(p)
+}
+
+async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()> {
+    let (docs, _) = synth::corpus(a.docs, 1);
+    // Baseline in the same process: the built-in extractor alone, no transport, no store.
+    let t0 = Instant::now();
+    let mut triples = 0;
+    for d in &docs {
+        triples += streamrag_operators::extract::extract(&d.title, d.text.as_deref().unwrap_or("")).triples.len();
+    }
+    let extract_rate = docs.len() as f64 / t0.elapsed().as_secs_f64();
+    let dir = tempdir()?;
+    let mut cfg = node_config(&a.conn, &dir, &file);
+    let run_id = streamrag_operators::transport::now_ms();
+    if cfg.brokers.is_some() {
+        // fresh topics so the figure is this run's alone
+        let t = &mut cfg.topics;
+        for name in [&mut t.docs, &mut t.triples, &mut t.graph_deltas, &mut t.queries, &mut t.answers, &mut t.dead_letters] {
+            *name = format!("{name}.bench-{run_id}");
+        }
+        cfg.group_prefix = format!("streamrag.bench-{run_id}");
+    }
+    let (node, tasks) = Node::start(cfg).await?;
+    let outs: Vec<_> = docs
+        .iter()
+        .map(|d| streamrag_operators::transport::Output { topic: node.config.topics.docs.clone(), key: d.id.clone(), payload: streamrag_schemas::encode(d) })
+        .collect();
+    let t1 = Instant::now();
+    for chunk in outs.chunks(1000) {
+        node.transport.produce(chunk).await?;
+    }
+    let ingest_s = t1.elapsed().as_secs_f64();
+    let mut applied = node.applied.clone();
+    tokio::time::timeout(Duration::from_secs(600), applied.wait_for(|&n| n >= docs.len())).await.context("pipeline did not finish")??;
+    let total_s = t1.elapsed().as_secs_f64();
+    tasks.join(&node).await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let rate = docs.len() as f64 / total_s;
+    println!("bench pipeline: transport {}, {} documents, {} triples extracted", node.transport.name(), docs.len(), triples);
+    println!("  built-in extractor alone (baseline, same process): {extract_rate:.0} docs/s");
+    println!("  ingest acknowledged:                               {:.0} docs/s ({ingest_s:.2}s)", docs.len() as f64 / ingest_s);
+    println!("  end to end (ingest -> queryable graph):            {rate:.0} docs/s ({total_s:.2}s)");
+    println!("  pipeline / extractor-alone ratio:                  {:.3}", rate / extract_rate);
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    init_logs(&cli.log_level, cli.log_json);
+    let file = load_config(&cli.config)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        match cli.cmd {
+            Cmd::Run(a) => cmd_run(a, file).await,
+            Cmd::Ingest(a) => cmd_ingest(a, file).await,
+            Cmd::Ask(a) => cmd_ask(a, file).await,
+            Cmd::Stats(a) => cmd_stats(a).await,
+            Cmd::Demo(a) => cmd_demo(a).await,
+            Cmd::Bench(BenchCmd::Pipeline(a)) => cmd_bench_pipeline(a, file).await,
+        }
+    })
+}

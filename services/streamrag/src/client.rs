@@ -1,0 +1,212 @@
+//! The clients behind `streamrag ingest` and `streamrag ask`: over Kafka, over the HTTP API of
+//! a running process, or straight into the data directory of a stopped embedded node.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use streamrag_operators::graph::GraphStore;
+use streamrag_operators::query::{self, Retriever};
+use streamrag_operators::transport::embedded::EmbeddedLog;
+use streamrag_operators::transport::{Output, Transport};
+use streamrag_operators::{Limits, Topics};
+use streamrag_schemas::{decode, encode, Answer, Document, Query, SCHEMA_VERSION};
+
+use crate::node::{self, AnswerRouter, NodeConfig};
+
+/// Where a client sends its records.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The HTTP API of a running `streamrag run --http ADDR`.
+    Http(String),
+    /// A Kafka cluster.
+    Kafka { brokers: String, options: Vec<(String, String)> },
+    /// The embedded log of a data directory no process holds open.
+    Embedded(PathBuf),
+}
+
+/// One input line: a document, a raw payload, or the reason it was rejected.
+pub enum Line {
+    Doc(Document),
+    Raw(Vec<u8>),
+    Rejected { line: usize, reason: String },
+}
+
+/// Reads JSON lines `{"id","title","text"[,"triples"]}` from a file or `-` (stdin).
+/// With `raw`, lines are passed on as bytes without any check.
+pub fn read_lines(path: &str, raw: bool, limits: &Limits) -> Result<Vec<Line>> {
+    let reader: Box<dyn BufRead> = if path == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(std::fs::File::open(path).with_context(|| format!("opening {path}"))?))
+    };
+    let mut out = Vec::new();
+    for (i, line) in reader.split(b'\n').enumerate() {
+        let mut line = line?;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        if raw {
+            out.push(Line::Raw(line));
+            continue;
+        }
+        out.push(match decode::<Document>(&line) {
+            Ok(doc) => match streamrag_operators::openie::validate(&doc, limits) {
+                Ok(()) => Line::Doc(doc),
+                Err(e) => Line::Rejected { line: i + 1, reason: e.message },
+            },
+            Err(e) => Line::Rejected { line: i + 1, reason: e.to_string() },
+        });
+    }
+    Ok(out)
+}
+
+fn key_of(payload: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(payload)
+        .ok()
+        .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
+async fn transport_for(target: &Target, topics: &Topics) -> Result<Transport> {
+    match target {
+        Target::Kafka { brokers, options } => {
+            let mut cfg = NodeConfig::embedded(std::path::Path::new("."));
+            cfg.brokers = Some(brokers.clone());
+            cfg.kafka_options = options.clone();
+            cfg.topics = topics.clone();
+            node::connect(&cfg).await
+        }
+        Target::Embedded(dir) => Ok(Transport::Embedded(EmbeddedLog::open(&dir.join("log")).map_err(|e| {
+            anyhow!("{e}\nhint: while `streamrag run` holds {}, send to it with --http ADDR", dir.display())
+        })?)),
+        Target::Http(_) => bail!("no transport for HTTP"),
+    }
+}
+
+/// Publishes documents (or raw payloads) onto the docs topic; returns how many were acknowledged.
+pub async fn ingest(target: &Target, topics: &Topics, items: Vec<Line>) -> Result<usize> {
+    let mut payloads: Vec<(String, Vec<u8>)> = Vec::new();
+    for item in items {
+        match item {
+            Line::Doc(d) => payloads.push((d.id.clone(), encode(&d))),
+            Line::Raw(r) => payloads.push((key_of(&r), r)),
+            Line::Rejected { .. } => {}
+        }
+    }
+    let mut sent = 0;
+    match target {
+        Target::Http(addr) => {
+            let client = reqwest::Client::new();
+            for chunk in payloads.chunks(500) {
+                let mut body = b"[".to_vec();
+                for (i, (_, p)) in chunk.iter().enumerate() {
+                    if i > 0 {
+                        body.push(b',');
+                    }
+                    body.extend_from_slice(p);
+                }
+                body.push(b']');
+                let resp = client
+                    .post(format!("http://{addr}/documents"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .with_context(|| format!("POST http://{addr}/documents"))?;
+                let status = resp.status();
+                let text = resp.text().await.unwrap_or_default();
+                if !status.is_success() {
+                    bail!("the server refused the documents ({status}): {text}");
+                }
+                sent += chunk.len();
+            }
+        }
+        _ => {
+            let t = transport_for(target, topics).await?;
+            for chunk in payloads.chunks(1000) {
+                let outs: Vec<Output> = chunk
+                    .iter()
+                    .map(|(k, p)| Output { topic: topics.docs.clone(), key: k.clone(), payload: p.clone() })
+                    .collect();
+                t.produce(&outs).await?;
+                sent += outs.len();
+            }
+        }
+    }
+    Ok(sent)
+}
+
+/// Asks a question and waits for its answer.
+pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option<u32>, timeout: Duration) -> Result<Answer> {
+    let q = Query { schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question: question.to_string(), top_k };
+    match target {
+        Target::Http(addr) => {
+            let resp = reqwest::Client::new()
+                .post(format!("http://{addr}/query"))
+                .timeout(timeout + Duration::from_secs(5))
+                .json(&serde_json::json!({ "question": q.question, "top_k": q.top_k, "query_id": q.query_id }))
+                .send()
+                .await
+                .with_context(|| format!("POST http://{addr}/query"))?;
+            let status = resp.status();
+            let text = resp.text().await?;
+            if !status.is_success() {
+                bail!("the server answered {status}: {text}");
+            }
+            Ok(serde_json::from_str(&text)?)
+        }
+        Target::Kafka { .. } => {
+            let t = transport_for(target, topics).await?;
+            let router = AnswerRouter::default();
+            let rx = router.wait_for(&q.query_id);
+            let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+            // Assigned at the current end before the query goes out, so the answer is not missed.
+            let sub = t.subscribe(&format!("streamrag.ask-{}", q.query_id), &topics.answers, true).await?;
+            let listen = tokio::spawn(router.run(sub, stop_rx));
+            t.produce(&[Output { topic: topics.queries.clone(), key: q.query_id.clone(), payload: encode(&q) }]).await?;
+            let res = tokio::time::timeout(timeout, rx).await;
+            let _ = stop_tx.send(true);
+            let _ = listen.await;
+            match res {
+                Ok(Ok(a)) => Ok(a),
+                _ => bail!("no answer for {} within {timeout:?}: is a query stage running?", q.query_id),
+            }
+        }
+        Target::Embedded(dir) => {
+            // No process holds the directory: answer from its graph directly.
+            let store = GraphStore::open(&dir.join("graph")).map_err(|e| {
+                anyhow!("{e}\nhint: while `streamrag run` holds {}, ask it with --http ADDR", dir.display())
+            })?;
+            let g = store.load()?;
+            query::validate(&q, &Limits::default()).map_err(|e| anyhow!(e.message))?;
+            Ok(query::answer(&g, &Retriever::default(), &q))
+        }
+    }
+}
+
+/// Human-readable answer.
+pub fn render(a: &Answer) -> String {
+    let mut s = format!("Q: {}\n", a.question);
+    if let Some(text) = &a.answer {
+        s.push_str(&format!("A: {text}\n"));
+    }
+    if a.documents.is_empty() {
+        s.push_str("  (no documents: no entity of the question was found in the graph)\n");
+    }
+    for (i, d) in a.documents.iter().enumerate() {
+        s.push_str(&format!("  {}. {} [{}] score {:.3}\n", i + 1, d.title, d.id, d.score));
+    }
+    if !a.triples.is_empty() {
+        s.push_str("  supporting triples:\n");
+        for t in a.triples.iter().take(5) {
+            s.push_str(&format!("    ({}; {}; {})\n", t.subject, t.relation, t.object));
+        }
+    }
+    s.push_str(&format!("  seeds: {:?}; retriever {}; graph version {:?}; {:.2} ms\n", a.seeds, a.retriever, a.graph_version.offsets, a.latency_ms));
+    s
+}

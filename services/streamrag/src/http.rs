@@ -1,0 +1,162 @@
+//! The HTTP API: `POST /documents`, `POST /query` (answers synchronously), `GET /health`,
+//! `GET /stats`. Bodies over the limit get 413; input that fails validation gets 400 with the
+//! reason, and nothing of a rejected request is published.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use streamrag_operators::openie;
+use streamrag_operators::transport::Output;
+use streamrag_schemas::{encode, Document, Query, SCHEMA_VERSION};
+
+use crate::node::Node;
+
+pub struct ApiState {
+    pub node: Arc<Node>,
+    pub answer_timeout: Duration,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+pub fn router(state: Arc<ApiState>) -> Router {
+    let body_limit = state.node.config.limits.max_text_bytes * 4 + 64 * 1024;
+    Router::new()
+        .route("/health", get(health))
+        .route("/stats", get(stats))
+        .route("/documents", post(documents))
+        .route("/query", post(query))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+async fn health(State(s): State<Arc<ApiState>>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "transport": s.node.transport.name(),
+        "stages": s.node.config.stages,
+    }))
+}
+
+async fn stats(State(s): State<Arc<ApiState>>) -> Response {
+    match &s.node.graph {
+        Some(g) => {
+            let st = g.read().unwrap().stats();
+            Json(serde_json::to_value(st).unwrap()).into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, "this process holds no graph (run the kg-writer or query stage)"),
+    }
+}
+
+/// Parses the body as one document or an array of documents, checking each.
+fn parse_documents(body: &[u8], max_text: usize) -> Result<Vec<Document>, Response> {
+    let text = std::str::from_utf8(body).map_err(|e| error(StatusCode::BAD_REQUEST, format!("body is not UTF-8: {e}")))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| error(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")))?;
+    let items = match value {
+        Value::Array(a) => a,
+        v => vec![v],
+    };
+    let limits = streamrag_operators::Limits { max_text_bytes: max_text, ..Default::default() };
+    let mut docs = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let doc: Document = serde_json::from_value(item)
+            .map_err(|e| error(StatusCode::BAD_REQUEST, format!("document {i}: {e}")))?;
+        if doc.schema_version != SCHEMA_VERSION {
+            return Err(error(StatusCode::BAD_REQUEST, format!("document {i}: schema_version {} is not supported", doc.schema_version)));
+        }
+        openie::validate(&doc, &limits).map_err(|e| {
+            let status = if e.message.contains("over the limit") { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
+            error(status, format!("document {i}: {}", e.message))
+        })?;
+        docs.push(doc);
+    }
+    Ok(docs)
+}
+
+async fn documents(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Response {
+    let docs = match parse_documents(&body, s.node.config.limits.max_text_bytes) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let outputs: Vec<Output> = docs
+        .iter()
+        .map(|d| Output { topic: s.node.config.topics.docs.clone(), key: d.id.clone(), payload: encode(d) })
+        .collect();
+    match s.node.transport.produce(&outputs).await {
+        Ok(pos) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "accepted": pos.len(), "offsets": pos.iter().map(|p| json!({"partition": p.partition, "offset": p.offset})).collect::<Vec<_>>() })),
+        )
+            .into_response(),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, format!("could not publish: {e}")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryBody {
+    question: String,
+    #[serde(default)]
+    top_k: Option<u32>,
+    #[serde(default)]
+    query_id: Option<String>,
+}
+
+/// A fresh query id: time, process and a counter.
+pub fn new_query_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("q-{}-{}-{}", streamrag_operators::transport::now_ms(), std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+async fn query(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Response {
+    let q: QueryBody = match serde_json::from_slice(&body) {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("expected {{\"question\": ...}}: {e}")),
+    };
+    let query = Query { schema_version: SCHEMA_VERSION, query_id: q.query_id.unwrap_or_else(new_query_id), question: q.question, top_k: q.top_k };
+    if let Err(e) = streamrag_operators::query::validate(&query, &s.node.config.limits) {
+        return error(StatusCode::BAD_REQUEST, e.message);
+    }
+    let rx = s.node.answers.wait_for(&query.query_id);
+    let out = Output { topic: s.node.config.topics.queries.clone(), key: query.query_id.clone(), payload: encode(&query) };
+    if let Err(e) = s.node.transport.produce(&[out]).await {
+        s.node.answers.forget(&query.query_id);
+        return error(StatusCode::SERVICE_UNAVAILABLE, format!("could not publish the query: {e}"));
+    }
+    match tokio::time::timeout(s.answer_timeout, rx).await {
+        Ok(Ok(a)) => Json(a).into_response(),
+        _ => {
+            s.node.answers.forget(&query.query_id);
+            error(StatusCode::GATEWAY_TIMEOUT, format!("no answer for {} within {:?}", query.query_id, s.answer_timeout))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(r: Result<Vec<Document>, Response>) -> StatusCode {
+        r.map(|_| StatusCode::OK).unwrap_or_else(|r| r.status())
+    }
+
+    #[test]
+    fn bodies_are_checked_document_by_document() {
+        assert_eq!(status(parse_documents(br#"{"id":"a","text":"x"}"#, 10)), StatusCode::OK);
+        assert_eq!(parse_documents(br#"[{"id":"a","text":"x"},{"id":"b","text":"y"}]"#, 10).unwrap().len(), 2);
+        assert_eq!(status(parse_documents(b"\xff", 10)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(b"{", 10)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"[{"id":"a","text":"x"},{"text":"y"}]"#, 10)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"{"id":"a"}"#, 10)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"{"id":"a","text":"much too long"}"#, 10)), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}

@@ -1,0 +1,13 @@
+//! The streamrag binary's library: pipeline assembly, the HTTP API, the clients behind
+//! `ingest` and `ask`, and the synthetic corpus used by tests and benchmarks.
+//!
+//! # Layout
+//! - [`node`]: starts the stages of one process on the chosen transport, with clean shutdown.
+//! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`.
+//! - [`client`]: ingest and ask over Kafka, HTTP, or the embedded log of a data directory.
+//! - [`synth`]: a deterministic multi-hop corpus with questions and gold documents.
+
+pub mod client;
+pub mod http;
+pub mod node;
+pub mod synth;

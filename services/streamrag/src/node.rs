@@ -1,0 +1,270 @@
+//! One streamrag process: the chosen stages on the chosen transport, sharing one live graph.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use streamrag_operators::graph::{GraphState, GraphStore};
+use streamrag_operators::kg_writer::{KgWriter, SharedGraph};
+use streamrag_operators::openie::{Extractor, OpenIe};
+use streamrag_operators::query::{QueryStage, Retriever};
+use streamrag_operators::resolve::Resolve;
+use streamrag_operators::runtime::{self, RunOptions};
+use streamrag_operators::transport::embedded::EmbeddedLog;
+use streamrag_operators::transport::kafka::{KafkaConfig, KafkaTransport};
+use streamrag_operators::transport::{Subscription, Transport};
+use streamrag_operators::{Limits, Topics};
+use streamrag_schemas::{decode, Answer};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// The stages, in pipeline order.
+pub const STAGES: [&str; 4] = ["openie", "resolve", "kg-writer", "query"];
+
+/// How to start a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Kafka bootstrap servers; None: the embedded transport under `data`.
+    pub brokers: Option<String>,
+    pub kafka_options: Vec<(String, String)>,
+    pub partitions: i32,
+    pub data: PathBuf,
+    pub stages: Vec<String>,
+    pub topics: Topics,
+    pub limits: Limits,
+    pub group_prefix: String,
+}
+
+impl NodeConfig {
+    pub fn embedded(data: &Path) -> Self {
+        NodeConfig {
+            brokers: None,
+            kafka_options: vec![],
+            partitions: 1,
+            data: data.to_path_buf(),
+            stages: STAGES.iter().map(|s| s.to_string()).collect(),
+            topics: Topics::default(),
+            limits: Limits::default(),
+            group_prefix: "streamrag".into(),
+        }
+    }
+}
+
+/// Connects the transport a config names (and creates missing Kafka topics).
+pub async fn connect(cfg: &NodeConfig) -> Result<Transport> {
+    Ok(match &cfg.brokers {
+        Some(b) => {
+            let mut kc = KafkaConfig::new(b.clone());
+            kc.partitions = cfg.partitions;
+            kc.options = cfg.kafka_options.iter().cloned().collect();
+            let t = KafkaTransport::connect(kc)?;
+            t.ensure_topics(&cfg.topics.all()).await.context("creating topics")?;
+            Transport::Kafka(t)
+        }
+        None => {
+            std::fs::create_dir_all(&cfg.data).with_context(|| format!("creating {}", cfg.data.display()))?;
+            Transport::Embedded(EmbeddedLog::open(&cfg.data.join("log"))?)
+        }
+    })
+}
+
+/// Routes answers from the answers topic to whoever waits for a query id.
+#[derive(Clone, Default)]
+pub struct AnswerRouter {
+    waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Answer>>>>,
+}
+
+impl AnswerRouter {
+    /// Registers interest in a query id; call before producing the query.
+    pub fn wait_for(&self, query_id: &str) -> oneshot::Receiver<Answer> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters.lock().unwrap().insert(query_id.to_string(), tx);
+        rx
+    }
+
+    /// Takes the waiter of a query id, if any.
+    pub fn waiters_take(&self, query_id: &str) -> Option<oneshot::Sender<Answer>> {
+        self.waiters.lock().unwrap().remove(query_id)
+    }
+
+    pub fn forget(&self, query_id: &str) {
+        self.waiters.lock().unwrap().remove(query_id);
+    }
+
+    /// Consumes an answers subscription (made with `from_end`) until shutdown, handing each
+    /// answer to its waiter.
+    pub async fn run(self, mut sub: Subscription, mut shutdown: watch::Receiver<bool>) -> Result<()> {
+        while !*shutdown.borrow() {
+            let batch = tokio::select! {
+                b = sub.next_batch(256, Duration::from_millis(200)) => b?,
+                _ = shutdown.changed() => continue,
+            };
+            for r in batch {
+                if let Ok(a) = decode::<Answer>(&r.payload) {
+                    if let Some(tx) = self.waiters_take(&a.query_id) {
+                        let _ = tx.send(a);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A running node.
+pub struct Node {
+    pub config: NodeConfig,
+    pub transport: Transport,
+    /// The live graph, when this process runs the kg-writer or a query replica.
+    pub graph: Option<SharedGraph>,
+    /// Number of live documents after each persisted kg-writer batch.
+    pub applied: watch::Receiver<usize>,
+    pub answers: AnswerRouter,
+    shutdown: watch::Sender<bool>,
+}
+
+/// The tasks of a running node.
+pub struct Tasks(Vec<(String, JoinHandle<Result<()>>)>);
+
+impl Node {
+    pub async fn start(config: NodeConfig) -> Result<(Arc<Node>, Tasks)> {
+        for s in &config.stages {
+            if !STAGES.contains(&s.as_str()) {
+                bail!("unknown stage {s:?}; the stages are {}", STAGES.join(", "));
+            }
+        }
+        let has = |s: &str| config.stages.iter().any(|x| x == s);
+        let transport = connect(&config).await?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (applied_tx, applied) = watch::channel(0usize);
+        let opts = RunOptions {
+            group_prefix: config.group_prefix.clone(),
+            dead_letter_topic: config.topics.dead_letters.clone(),
+            max_batch: config.limits.max_batch,
+            ..RunOptions::default()
+        };
+        let mut tasks: Vec<(String, JoinHandle<Result<()>>)> = Vec::new();
+        let mut spawn = |name: &str, fut: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), streamrag_operators::error::TransportError>> + Send>>| {
+            tasks.push((name.to_string(), tokio::spawn(async move { fut.await.map_err(anyhow::Error::from) })));
+        };
+        let mut graph = None;
+        if has("kg-writer") {
+            let store = GraphStore::open(&config.data.join("graph"))
+                .with_context(|| format!("opening the graph store under {}", config.data.display()))?;
+            let state = store.load()?;
+            tracing::info!(documents = state.document_count(), "graph loaded");
+            let g: SharedGraph = Arc::new(RwLock::new(state));
+            graph = Some(g.clone());
+            let op = KgWriter { topics: config.topics.clone(), graph: g, store: Some(store), applied: applied_tx };
+            spawn("kg-writer", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+        } else if has("query") {
+            // A query replica: its own in-memory graph from the graph-deltas topic, read from
+            // the start under a group of its own. sled is single-process, so it never opens
+            // the writer's database.
+            let g: SharedGraph = Arc::new(RwLock::new(GraphState::new()));
+            graph = Some(g.clone());
+            let op = KgWriter { topics: config.topics.clone(), graph: g, store: None, applied: applied_tx };
+            let mut ropts = opts.clone();
+            ropts.group_prefix = format!("{}.replica-{}-{}", config.group_prefix, std::process::id(), streamrag_operators::transport::now_ms());
+            spawn("query-replica", Box::pin(runtime::run(op, transport.clone(), ropts, shutdown_rx.clone())));
+        }
+        if has("openie") {
+            let op = OpenIe { topics: config.topics.clone(), limits: config.limits.clone(), extractor: Extractor::Builtin };
+            spawn("openie", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+        }
+        if has("resolve") {
+            let op = Resolve { topics: config.topics.clone() };
+            spawn("resolve", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+        }
+        if has("query") {
+            let op = QueryStage {
+                topics: config.topics.clone(),
+                limits: config.limits.clone(),
+                graph: graph.clone().expect("set above"),
+                retriever: Retriever::default(),
+            };
+            spawn("query", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+        }
+        let answers = AnswerRouter::default();
+        let group = format!("{}.answers-{}-{}", config.group_prefix, std::process::id(), streamrag_operators::transport::now_ms());
+        let sub = transport.subscribe(&group, &config.topics.answers, true).await?;
+        let router = answers.clone().run(sub, shutdown_rx.clone());
+        tasks.push(("answer-router".into(), tokio::spawn(router)));
+        Ok((Arc::new(Node { config, transport, graph, applied, answers, shutdown }), Tasks(tasks)))
+    }
+
+    /// Asks every task to stop; [`Tasks::join`] waits for them.
+    pub fn request_stop(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// A receiver that turns true when the node shuts down.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Whether every stage of this process has committed everything on its input topic
+    /// (embedded transport only; Kafka reports `false`).
+    pub fn drained(&self) -> Result<bool> {
+        let Transport::Embedded(log) = &self.transport else { return Ok(false) };
+        let t = &self.config.topics;
+        for (stage, input) in [("openie", &t.docs), ("resolve", &t.triples), ("kg-writer", &t.graph_deltas), ("query", &t.queries)] {
+            if !self.config.stages.iter().any(|s| s == stage) {
+                continue;
+            }
+            let group = format!("{}.{}", self.config.group_prefix, stage);
+            if log.committed(&group, input)?.unwrap_or(0) < log.end_offset(input)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Waits until [`Node::drained`] holds (embedded) or `timeout` passes.
+    pub async fn wait_drained(&self, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.drained()? {
+            if tokio::time::Instant::now() > deadline {
+                bail!("the pipeline did not drain within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+}
+
+impl Tasks {
+    /// Resolves when any task ends (normally only on shutdown or a fatal error).
+    pub async fn wait_any(&mut self) -> Result<()> {
+        if self.0.is_empty() {
+            return std::future::pending().await;
+        }
+        let handles: Vec<_> = self.0.iter_mut().map(|(_, h)| h).collect();
+        let (res, i, _) = futures::future::select_all(handles).await;
+        let name = self.0.remove(i).0;
+        match res {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.context(format!("stage {name} failed"))),
+            Err(e) => Err(anyhow::anyhow!("stage {name} panicked: {e}")),
+        }
+    }
+
+    /// Stops the node's tasks, waits for them and flushes the embedded log.
+    pub async fn join(self, node: &Node) -> Result<()> {
+        node.request_stop();
+        for (name, h) in self.0 {
+            match h.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(stage = %name, error = %e, "stage ended with an error"),
+                Err(e) => tracing::error!(stage = %name, error = %e, "stage panicked"),
+            }
+        }
+        if let Transport::Embedded(log) = &node.transport {
+            log.flush()?;
+        }
+        Ok(())
+    }
+}
