@@ -72,14 +72,12 @@ fn tokenize(s: &str) -> Vec<Tok<'_>> {
             let mut j = i + 1;
             while j < chars.len() {
                 let cj = chars[j].1;
-                if cj.is_alphanumeric() {
-                    j += 1;
-                } else if matches!(cj, '\'' | '’' | '-' | '.' | '&' | ',')
+                let joiner = matches!(cj, '\'' | '’' | '-' | '.' | '&' | ',')
                     && j + 1 < chars.len()
                     && chars[j + 1].1.is_alphanumeric()
                     // a comma only inside numbers: 1,000
-                    && (cj != ',' || (chars[j - 1].1.is_ascii_digit() && chars[j + 1].1.is_ascii_digit()))
-                {
+                    && (cj != ',' || (chars[j - 1].1.is_ascii_digit() && chars[j + 1].1.is_ascii_digit()));
+                if cj.is_alphanumeric() || joiner {
                     j += 1;
                 } else {
                     break;

@@ -36,9 +36,14 @@ impl KafkaConfig {
         KafkaConfig { brokers: brokers.into(), partitions: 1, replication: 1, options: BTreeMap::new() }
     }
 
-    fn client(&self) -> ClientConfig {
+    /// A client config with streamrag's `defaults` for this kind of client, then the user's
+    /// raw options on top (the user can override any default).
+    fn client(&self, defaults: &[(&str, &str)]) -> ClientConfig {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.brokers);
+        for (k, v) in defaults {
+            c.set(*k, *v);
+        }
         for (k, v) in &self.options {
             c.set(k, v);
         }
@@ -56,18 +61,14 @@ pub struct KafkaTransport {
 impl KafkaTransport {
     pub fn connect(config: KafkaConfig) -> Result<Self, TransportError> {
         let producer: FutureProducer = config
-            .client()
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "5")
-            .set("message.timeout.ms", "120000")
+            .client(&[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5"), ("message.timeout.ms", "120000")])
             .create()?;
         Ok(KafkaTransport { config: Arc::new(config), producer })
     }
 
     /// Creates the topics that do not exist yet.
     pub async fn ensure_topics(&self, topics: &[&str]) -> Result<(), TransportError> {
-        let admin: AdminClient<DefaultClientContext> = self.config.client().create()?;
+        let admin: AdminClient<DefaultClientContext> = self.config.client(&[]).create()?;
         let new: Vec<NewTopic> = topics
             .iter()
             .map(|t| NewTopic::new(t, self.config.partitions, TopicReplication::Fixed(self.config.replication)))
@@ -84,19 +85,34 @@ impl KafkaTransport {
         Ok(())
     }
 
-    /// Produces in order and waits for every acknowledgement.
+    /// Enqueues every record first (so librdkafka can batch them), in order, then waits for
+    /// every acknowledgement.
     pub async fn produce(&self, outputs: &[Output]) -> Result<Vec<Position>, TransportError> {
-        let futures: Vec<_> = outputs
-            .iter()
-            .map(|o| {
-                self.producer
-                    .send(FutureRecord::to(&o.topic).key(&o.key).payload(&o.payload), Duration::from_secs(120))
-            })
-            .collect();
+        let mut pending = Vec::with_capacity(outputs.len());
+        for o in outputs {
+            let mut record = FutureRecord::to(&o.topic).key(&o.key).payload(&o.payload);
+            loop {
+                match self.producer.send_result(record) {
+                    Ok(delivery) => {
+                        pending.push(delivery);
+                        break;
+                    }
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                        // the local queue is full: let deliveries drain, then retry
+                        record = r;
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    Err((e, _)) => return Err(e.into()),
+                }
+            }
+        }
         let mut positions = Vec::with_capacity(outputs.len());
-        for f in futures {
-            let delivery = f.await.map_err(|(e, _)| TransportError::Kafka(e))?;
-            positions.push(Position { partition: delivery.partition, offset: delivery.offset });
+        for delivery in pending {
+            let d = delivery
+                .await
+                .map_err(|_| TransportError::Other("the producer dropped a delivery".into()))?
+                .map_err(|(e, _)| TransportError::Kafka(e))?;
+            positions.push(Position { partition: d.partition, offset: d.offset });
         }
         Ok(positions)
     }
@@ -104,14 +120,15 @@ impl KafkaTransport {
     pub async fn subscribe(&self, group: &str, topic: &str, from_end: bool) -> Result<KafkaSubscription, TransportError> {
         let consumer: StreamConsumer = self
             .config
-            .client()
+            .client(&[
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("auto.offset.reset", if from_end { "latest" } else { "earliest" }),
+                ("session.timeout.ms", "10000"),
+                ("heartbeat.interval.ms", "1000"),
+                ("enable.partition.eof", "false"),
+            ])
             .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", if from_end { "latest" } else { "earliest" })
-            .set("session.timeout.ms", "10000")
-            .set("heartbeat.interval.ms", "1000")
-            .set("enable.partition.eof", "false")
             .create()?;
         if from_end {
             // Request/response clients: read from the current end of every partition, and be

@@ -57,6 +57,7 @@ async fn stats(State(s): State<Arc<ApiState>>) -> Response {
 }
 
 /// Parses the body as one document or an array of documents, checking each.
+#[allow(clippy::result_large_err)] // the error is the HTTP response itself
 fn parse_documents(body: &[u8], max_text: usize) -> Result<Vec<Document>, Response> {
     let text = std::str::from_utf8(body).map_err(|e| error(StatusCode::BAD_REQUEST, format!("body is not UTF-8: {e}")))?;
     let value: Value = serde_json::from_str(text).map_err(|e| error(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")))?;

