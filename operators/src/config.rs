@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 fn default_docs() -> String { "streamrag.docs".into() }
 fn default_triples() -> String { "streamrag.triples".into() }
 fn default_graph_deltas() -> String { "streamrag.graph-deltas".into() }
+fn default_graph_changes() -> String { "streamrag.graph-changes".into() }
 fn default_queries() -> String { "streamrag.queries".into() }
 fn default_answers() -> String { "streamrag.answers".into() }
 fn default_dead_letters() -> String { "streamrag.dead-letters".into() }
@@ -22,6 +23,9 @@ pub struct Topics {
     /// Resolved per-document graph deltas, keyed by document id.
     #[serde(default = "default_graph_deltas")]
     pub graph_deltas: String,
+    /// What the kg-writer changed in the graph, keyed by document id.
+    #[serde(default = "default_graph_changes")]
+    pub graph_changes: String,
     /// Questions, keyed by query id.
     #[serde(default = "default_queries")]
     pub queries: String,
@@ -39,6 +43,7 @@ impl Default for Topics {
             docs: default_docs(),
             triples: default_triples(),
             graph_deltas: default_graph_deltas(),
+            graph_changes: default_graph_changes(),
             queries: default_queries(),
             answers: default_answers(),
             dead_letters: default_dead_letters(),
@@ -47,8 +52,8 @@ impl Default for Topics {
 }
 
 impl Topics {
-    pub fn all(&self) -> [&str; 6] {
-        [&self.docs, &self.triples, &self.graph_deltas, &self.queries, &self.answers, &self.dead_letters]
+    pub fn all(&self) -> [&str; 7] {
+        [&self.docs, &self.triples, &self.graph_deltas, &self.graph_changes, &self.queries, &self.answers, &self.dead_letters]
     }
 }
 

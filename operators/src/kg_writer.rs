@@ -1,29 +1,83 @@
-//! The kg-writer stage: applies graph deltas to the in-memory graph that queries read and to
-//! sled, with the consumed offsets in the same atomic batch. A record at or below the stored
-//! offset of its partition is skipped, and re-applying a document version changes nothing, so
-//! a re-delivered record changes nothing.
+//! The kg-writer stage: applies graph deltas to the live graph that queries read and to sled,
+//! with the consumed offsets in the same atomic batch, and publishes what changed on the
+//! graph-changes topic through an outbox kept in that same batch (so a crash between the sled
+//! write and the publish loses no change). It reads from the offsets stored with the graph,
+//! not from a consumer group, so the graph and its position never disagree; a record at or
+//! below them is skipped, and re-applying a document version changes nothing.
+//!
+//! Without a store it is a query replica: the same application, in memory only, publishing
+//! nothing.
 
 use std::sync::{Arc, RwLock};
 
-use streamrag_schemas::{decode, GraphDelta};
+use streamrag_schemas::{decode, encode, EntityRef, GraphChange, GraphDelta, ResolvedTriple, SourceRef, SCHEMA_VERSION};
 use tokio::sync::watch;
 
 use crate::config::Topics;
 use crate::error::{StageError, TransportError};
-use crate::graph::{Dirty, GraphState, GraphStore};
-use crate::runtime::{Operator, Outcome};
-use crate::transport::Record;
+use crate::graph::{Change, Dirty, GraphState, GraphStore, TripleKey};
+use crate::runtime::{Operator, Outcome, StartFrom};
+use crate::transport::{Output, Record};
 
-/// The live graph shared by the kg-writer and the query stage of one process.
-pub type SharedGraph = Arc<RwLock<GraphState>>;
+/// The live graph: an immutable version that queries take (an `Arc` clone, never blocking the
+/// writer for longer than a pointer swap) and the writer replaces after each batch.
+#[derive(Clone, Default)]
+pub struct LiveGraph(Arc<RwLock<Arc<GraphState>>>);
+
+impl LiveGraph {
+    pub fn new(g: GraphState) -> Self {
+        LiveGraph(Arc::new(RwLock::new(Arc::new(g))))
+    }
+    /// The current version; consistent for as long as the caller holds it.
+    pub fn current(&self) -> Arc<GraphState> {
+        self.0.read().unwrap().clone()
+    }
+    pub fn publish(&self, g: GraphState) {
+        *self.0.write().unwrap() = Arc::new(g);
+    }
+}
 
 pub struct KgWriter {
     pub topics: Topics,
-    pub graph: SharedGraph,
+    pub graph: LiveGraph,
     /// None for a query replica, which keeps its graph in memory only.
     pub store: Option<GraphStore>,
-    /// Bumped after every persisted batch (number of documents), for waiters.
+    /// Bumped after every applied batch (number of live documents), for waiters.
     pub applied: watch::Sender<usize>,
+    /// Where to start when the graph has no offsets for a partition (a replica from a
+    /// snapshot passes the snapshot's).
+    pub start: Option<std::collections::BTreeMap<i32, i64>>,
+    next_seq: u64,
+    in_flight: Vec<u64>,
+}
+
+impl KgWriter {
+    pub fn new(topics: Topics, graph: LiveGraph, store: Option<GraphStore>, applied: watch::Sender<usize>) -> Self {
+        KgWriter { topics, graph, store, applied, start: None, next_seq: 0, in_flight: Vec::new() }
+    }
+}
+
+fn resolved(g: &GraphState, t: &TripleKey, names: &std::collections::HashMap<&str, &str>) -> ResolvedTriple {
+    let name = |id: &str| {
+        names.get(id).map(|s| s.to_string()).or_else(|| g.entity(id).map(|e| e.name.clone())).unwrap_or_else(|| id.to_string())
+    };
+    ResolvedTriple { subject_id: t.0.clone(), subject: name(&t.0), relation: t.1.clone(), object_id: t.2.clone(), object: name(&t.2) }
+}
+
+/// The graph-changes message of one applied delta.
+pub fn change_message(g: &GraphState, delta: &GraphDelta, source: SourceRef, c: &Change) -> GraphChange {
+    // removed entities are gone from `g`: keep their last names for the retracted triples
+    let names: std::collections::HashMap<&str, &str> = c.entities_removed.iter().map(|(i, n)| (i.as_str(), n.as_str())).collect();
+    GraphChange {
+        schema_version: SCHEMA_VERSION,
+        op: delta.op,
+        doc_id: delta.doc_id.clone(),
+        asserted: c.asserted.iter().map(|t| resolved(g, t, &names)).collect(),
+        retracted: c.retracted.iter().map(|t| resolved(g, t, &names)).collect(),
+        entities_added: c.entities_added.iter().map(|(id, name)| EntityRef { id: id.clone(), name: name.clone() }).collect(),
+        entities_removed: c.entities_removed.iter().map(|(id, name)| EntityRef { id: id.clone(), name: name.clone() }).collect(),
+        source,
+    }
 }
 
 impl Operator for KgWriter {
@@ -34,38 +88,81 @@ impl Operator for KgWriter {
             "query-replica"
         }
     }
+
     fn input(&self) -> String {
         self.topics.graph_deltas.clone()
     }
+
+    fn start_from(&self) -> StartFrom {
+        let mut from = self.start.clone().unwrap_or_default();
+        from.extend(self.graph.current().resume_offsets(&self.topics.graph_deltas));
+        StartFrom::Offsets(from)
+    }
+
+    fn recover_outputs(&mut self) -> Vec<Output> {
+        let Some(store) = &self.store else { return Vec::new() };
+        match store.outbox() {
+            Ok(entries) => {
+                self.next_seq = entries.last().map(|e| e.0 + 1).unwrap_or(0);
+                self.in_flight = entries.iter().map(|e| e.0).collect();
+                entries.into_iter().map(|e| e.1).collect()
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the outbox; its changes stay unpublished until the next start");
+                Vec::new()
+            }
+        }
+    }
+
+    fn after_commit(&mut self, _batch: &[Record]) {
+        if let Some(store) = &self.store {
+            if let Err(e) = store.clear_outbox(&self.in_flight) {
+                tracing::warn!(error = %e, "cannot clear the outbox; its changes will be published again");
+            }
+        }
+        self.in_flight.clear();
+    }
+
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
+        let mut next = (*self.graph.current()).clone();
         let mut dirty = Dirty::default();
         let mut outcomes = Vec::with_capacity(batch.len());
-        {
-            let mut g = self.graph.write().unwrap();
-            for r in batch {
-                if g.already_applied(&r.topic, r.partition, r.offset) {
-                    outcomes.push(Ok(vec![]));
-                    continue;
+        let mut outbox = Vec::new();
+        for r in batch {
+            if next.already_applied(&r.topic, r.partition, r.offset) {
+                outcomes.push(Ok(vec![]));
+                continue;
+            }
+            let outcome = decode::<GraphDelta>(&r.payload).map_err(StageError::from).and_then(|d| {
+                if d.doc_id.trim().is_empty() {
+                    return Err(StageError::user("graph delta has an empty doc_id"));
                 }
-                let outcome = decode::<GraphDelta>(&r.payload).map_err(StageError::from).and_then(|d| {
-                    if d.doc_id.trim().is_empty() {
-                        return Err(StageError::user("graph delta has an empty doc_id"));
+                let change = next.apply(&d.doc_id, GraphState::entry_of(&d), &mut dirty);
+                match (change, &self.store) {
+                    (Some(c), Some(_)) if !c.is_empty() => {
+                        let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset };
+                        let msg = change_message(&next, &d, source, &c);
+                        let out = Output { topic: self.topics.graph_changes.clone(), key: d.doc_id.clone(), payload: encode(&msg) };
+                        outbox.push((self.next_seq, out.clone()));
+                        self.next_seq += 1;
+                        Ok(vec![out])
                     }
-                    g.apply(&d.doc_id, GraphState::entry_of(&d), &mut dirty);
-                    Ok(vec![])
-                });
-                // A bad record is still consumed: its offset moves with the batch.
-                g.set_offset(&r.topic, r.partition, r.offset, &mut dirty);
-                outcomes.push(outcome);
-            }
+                    _ => Ok(vec![]),
+                }
+            });
+            // A bad record is consumed too: its offset moves with the batch.
+            next.set_offset(&r.topic, r.partition, r.offset, &mut dirty);
+            outcomes.push(outcome);
         }
-        if !dirty.is_empty() {
-            let g = self.graph.read().unwrap();
-            if let Some(store) = &self.store {
-                store.persist(&g, &dirty).map_err(|e| TransportError::Other(e.to_string()))?;
-            }
-            self.applied.send_replace(g.document_count());
+        if let Some(store) = &self.store {
+            store.persist(&next, &dirty, &outbox).map_err(|e| TransportError::Other(e.to_string()))?;
         }
+        // The runtime publishes the changes with the batch's outputs; after_commit then clears
+        // them from the outbox.
+        self.in_flight.extend(outbox.iter().map(|(s, _)| *s));
+        let docs = next.document_count();
+        self.graph.publish(next);
+        self.applied.send_replace(docs);
         Ok(outcomes)
     }
 }

@@ -13,7 +13,9 @@ use streamrag_schemas::{decode, encode, Answer, Query, ScoredDocument, Triple, S
 use crate::config::{Limits, Topics};
 use crate::error::{StageError, TransportError};
 use crate::graph::GraphState;
-use crate::kg_writer::SharedGraph;
+use crate::kg_writer::LiveGraph;
+use petgraph::graph::{NodeIndex, UnGraph};
+use petgraph::visit::EdgeRef;
 use crate::normalize::{normalize, words};
 use crate::runtime::{Operator, Outcome};
 use crate::transport::{Output, Record};
@@ -37,11 +39,15 @@ pub struct PprParams {
     pub top_entities: usize,
     /// Longest entity name, in words, tried when matching the question.
     pub max_ngram: usize,
+    /// The walk runs on the entities within this many hops of the seeds...
+    pub hops: usize,
+    /// ...and at most this many of them.
+    pub max_nodes: usize,
 }
 
 impl Default for PprParams {
     fn default() -> Self {
-        PprParams { damping: 0.5, iterations: 30, top_entities: 20, max_ngram: 10 }
+        PprParams { damping: 0.5, iterations: 30, top_entities: 20, max_ngram: 10, hops: 3, max_nodes: 20_000 }
     }
 }
 
@@ -111,44 +117,78 @@ pub fn seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
     ranked.into_iter().take(5).map(|(e, _)| e.to_string()).collect()
 }
 
-/// Personalized PageRank over the entity graph from the seeds (power iteration; dangling mass
-/// returns to the seeds). Returns a score per entity id with a non-zero score.
+/// The entities within `hops` of the seeds, breadth first, at most `max_nodes`.
+fn neighbourhood<'g>(g: &'g GraphState, seeds: &[&'g String], hops: usize, max_nodes: usize) -> Vec<&'g String> {
+    let mut seen: HashSet<&String> = seeds.iter().copied().collect();
+    let mut order: Vec<&String> = seeds.to_vec();
+    let mut frontier = order.clone();
+    for _ in 0..hops {
+        let mut next = Vec::new();
+        for u in frontier {
+            let mut nb: Vec<&String> = g.neighbours(u).map(|(v, _)| v).collect();
+            nb.sort_unstable(); // deterministic whichever way the map iterates
+            for v in nb {
+                if order.len() >= max_nodes {
+                    return order;
+                }
+                if seen.insert(v) {
+                    order.push(v);
+                    next.push(v);
+                }
+            }
+        }
+        frontier = next;
+    }
+    order
+}
+
+/// Personalized PageRank from the seeds over the entity graph within `p.hops` of them (with
+/// damping 0.5 the mass beyond a few hops is negligible), by power iteration on a petgraph;
+/// dangling mass returns to the seeds. Returns a score per entity id with a non-zero score.
 pub fn personalized_pagerank(g: &GraphState, seeds: &[String], p: &PprParams) -> HashMap<String, f64> {
-    let graph = g.graph();
-    let n = petgraph::visit::NodeIndexable::node_bound(graph);
-    let mut restart = vec![0.0; n];
-    let seed_nodes: Vec<usize> = seeds.iter().filter_map(|s| g.entity(s)).map(|e| e.node.index()).collect();
-    if seed_nodes.is_empty() {
+    let seed_refs: Vec<&String> = seeds.iter().filter_map(|s| g.entity(s).map(|_| s)).collect();
+    if seed_refs.is_empty() {
         return HashMap::new();
     }
-    for &s in &seed_nodes {
-        restart[s] += 1.0 / seed_nodes.len() as f64;
+    let nodes = neighbourhood(g, &seed_refs, p.hops, p.max_nodes);
+    let mut index: HashMap<&String, NodeIndex> = HashMap::with_capacity(nodes.len());
+    let mut graph: UnGraph<&String, f64> = UnGraph::with_capacity(nodes.len(), nodes.len() * 4);
+    for n in &nodes {
+        index.insert(*n, graph.add_node(*n));
     }
-    let out_weight: Vec<f64> = (0..n)
-        .map(|i| {
-            let ix = petgraph::graph::NodeIndex::new(i);
-            if graph.contains_node(ix) {
-                g.neighbours(ix).map(|(_, w)| w as f64).sum()
-            } else {
-                0.0
+    for n in &nodes {
+        for (v, w) in g.neighbours(n) {
+            if let Some(&j) = index.get(v) {
+                let i = index[n];
+                if i <= j {
+                    graph.add_edge(i, j, w as f64);
+                }
             }
-        })
-        .collect();
+        }
+    }
+    let n = graph.node_count();
+    let mut restart = vec![0.0; n];
+    for s in &seed_refs {
+        restart[index[s].index()] += 1.0 / seed_refs.len() as f64;
+    }
+    let out_weight: Vec<f64> = graph.node_indices().map(|i| graph.edges(i).map(|e| *e.weight()).sum()).collect();
     let mut rank = restart.clone();
     let mut next = vec![0.0; n];
     for _ in 0..p.iterations {
         next.iter_mut().for_each(|x| *x = 0.0);
         let mut dangling = 0.0;
-        for (u, &ru) in rank.iter().enumerate() {
+        for u in graph.node_indices() {
+            let ru = rank[u.index()];
             if ru == 0.0 {
                 continue;
             }
-            if out_weight[u] == 0.0 {
+            if out_weight[u.index()] == 0.0 {
                 dangling += ru;
                 continue;
             }
-            for (v, w) in g.neighbours(petgraph::graph::NodeIndex::new(u)) {
-                next[v.index()] += p.damping * ru * w as f64 / out_weight[u];
+            for e in graph.edges(u) {
+                let v = if e.source() == u { e.target() } else { e.source() };
+                next[v.index()] += p.damping * ru * e.weight() / out_weight[u.index()];
             }
         }
         let back = (1.0 - p.damping) + p.damping * dangling;
@@ -162,11 +202,7 @@ pub fn personalized_pagerank(g: &GraphState, seeds: &[String], p: &PprParams) ->
             break;
         }
     }
-    rank.iter()
-        .enumerate()
-        .filter(|(_, &r)| r > 0.0)
-        .filter_map(|(i, &r)| graph.node_weight(petgraph::graph::NodeIndex::new(i)).map(|id| (id.clone(), r)))
-        .collect()
+    graph.node_indices().filter(|i| rank[i.index()] > 0.0).map(|i| (graph[i].clone(), rank[i.index()])).collect()
 }
 
 /// The top `k` entities by score, best first (ties by id, for determinism).
@@ -280,7 +316,7 @@ pub fn validate(q: &Query, limits: &Limits) -> Result<(), StageError> {
 pub struct QueryStage {
     pub topics: Topics,
     pub limits: Limits,
-    pub graph: SharedGraph,
+    pub graph: LiveGraph,
     pub retriever: Retriever,
 }
 
@@ -292,7 +328,7 @@ impl Operator for QueryStage {
         self.topics.queries.clone()
     }
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
-        let g = self.graph.read().unwrap();
+        let g = self.graph.current();
         Ok(batch
             .iter()
             .map(|r| {
@@ -327,8 +363,7 @@ mod tests {
                 source: SourceRef { topic: "docs".into(), partition: 0, offset: i as i64 },
             };
             let d = resolve(&ex);
-            let mut dirty = Dirty::default();
-            g.apply(&d.doc_id, GraphState::entry_of(&d), &mut dirty);
+            g.apply(&d.doc_id, GraphState::entry_of(&d), &mut Dirty::default());
         }
         g
     }

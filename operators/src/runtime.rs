@@ -27,8 +27,30 @@ pub trait Operator: Send {
     /// batch is not committed and the stage stops, to resume from its last commit.
     fn process_batch(&mut self, batch: &[Record]) -> impl Future<Output = Result<Vec<Outcome>, TransportError>> + Send;
 
-    /// Called after a batch's outputs were acknowledged and its offsets committed.
+    /// Called after a batch's outputs were acknowledged and its offsets committed (with an
+    /// empty batch after the recovered outputs were acknowledged).
     fn after_commit(&mut self, _batch: &[Record]) {}
+
+    /// Where to start reading: the consumer group's committed position (default), or the
+    /// positions the operator keeps in its own state.
+    fn start_from(&self) -> StartFrom {
+        StartFrom::Group
+    }
+
+    /// Outputs a previous run stored but may not have published (an outbox); produced once
+    /// at start, before any input.
+    fn recover_outputs(&mut self) -> Vec<Output> {
+        Vec::new()
+    }
+}
+
+/// Where a stage starts reading its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartFrom {
+    /// The consumer group `<prefix>.<stage>`: positions committed by the transport.
+    Group,
+    /// Explicit positions (partition -> next offset; others from the beginning), no group.
+    Offsets(std::collections::BTreeMap<i32, i64>),
 }
 
 /// How a stage is run.
@@ -77,7 +99,16 @@ pub async fn run<O: Operator>(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), TransportError> {
     let group = format!("{}.{}", opts.group_prefix, op.name());
-    let mut sub = transport.subscribe(&group, &op.input(), false).await?;
+    let mut sub = match op.start_from() {
+        StartFrom::Group => transport.subscribe(&group, &op.input(), false).await?,
+        StartFrom::Offsets(from) => transport.assign(&op.input(), &from).await?,
+    };
+    let recovered = op.recover_outputs();
+    if !recovered.is_empty() {
+        tracing::info!(stage = op.name(), records = recovered.len(), "publishing recovered outputs");
+        transport.produce(&recovered).await?;
+        op.after_commit(&[]);
+    }
     tracing::info!(stage = op.name(), group = %group, input = %op.input(), transport = transport.name(), "stage started");
     loop {
         if *shutdown.borrow() {

@@ -42,13 +42,14 @@ pub fn documents() -> Schema {
     Schema::new(vec![
         utf8("doc_id"),
         utf8("title"),
+        Field::new("entity_count", DataType::UInt64, false),
         Field::new("triple_count", DataType::UInt64, false),
     ])
 }
 
-/// `entity_documents`: which documents mention which entity.
+/// `entity_documents`: which documents mention which entity, and the name each used.
 pub fn entity_documents() -> Schema {
-    Schema::new(vec![utf8("entity_id"), utf8("doc_id")])
+    Schema::new(vec![utf8("entity_id"), utf8("doc_id"), utf8("name")])
 }
 
 /// All tables by file stem.

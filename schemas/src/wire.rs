@@ -163,6 +163,26 @@ pub struct GraphDelta {
     pub source: SourceRef,
 }
 
+/// `streamrag.graph-changes`: what applying one graph delta changed in the graph as a whole,
+/// published by the kg-writer for downstream consumers (keyed by doc_id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphChange {
+    #[serde(default = "default_version")]
+    pub schema_version: u32,
+    #[serde(default, skip_serializing_if = "DocOp::is_upsert")]
+    pub op: DocOp,
+    pub doc_id: String,
+    /// Triples that became live (first supporting document).
+    pub asserted: Vec<ResolvedTriple>,
+    /// Triples that lost their last supporting document.
+    pub retracted: Vec<ResolvedTriple>,
+    pub entities_added: Vec<EntityRef>,
+    pub entities_removed: Vec<EntityRef>,
+    /// The graph-deltas record whose application made the change.
+    pub source: SourceRef,
+}
+
 /// `streamrag.queries`: a question, keyed by query id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -294,7 +314,7 @@ macro_rules! versioned {
         }
     )*};
 }
-versioned!(Document, Extraction, GraphDelta, Query, Answer, DeadLetter);
+versioned!(Document, Extraction, GraphDelta, GraphChange, Query, Answer, DeadLetter);
 
 /// Decodes a topic payload: UTF-8, then JSON into `T`, then the version check.
 pub fn decode<T: DeserializeOwned + Versioned>(payload: &[u8]) -> Result<T, DecodeError> {

@@ -75,6 +75,7 @@ fn every_topic_has_a_schema_file() {
             "dead-letter.schema.json",
             "document.schema.json",
             "extraction.schema.json",
+            "graph-change.schema.json",
             "graph-delta.schema.json",
             "query.schema.json"
         ]
@@ -148,6 +149,36 @@ fn graph_delta() {
         &[
             json!({"doc_id": "d"}),
             json!({"doc_id": "d", "source": {"topic": "t", "partition": 0, "offset": 1}, "entities": [{"id": "a"}]}),
+        ],
+    );
+}
+
+#[test]
+fn graph_change() {
+    let t = ResolvedTriple {
+        subject_id: "a".into(),
+        subject: "A".into(),
+        relation: "r".into(),
+        object_id: "b".into(),
+        object: "B".into(),
+    };
+    let c = GraphChange {
+        schema_version: 1,
+        op: DocOp::Upsert,
+        doc_id: "d".into(),
+        asserted: vec![t.clone()],
+        retracted: vec![t],
+        entities_added: vec![EntityRef { id: "a".into(), name: "A".into() }],
+        entities_removed: vec![],
+        source: source(),
+    };
+    let del = GraphChange { op: DocOp::Delete, asserted: vec![], ..c.clone() };
+    check(
+        "graph-change.schema.json",
+        &[c, del],
+        &[
+            json!({"doc_id": "d", "asserted": [], "retracted": [], "entities_added": [], "source": {"topic": "t", "partition": 0, "offset": 1}}),
+            json!({"doc_id": "d", "asserted": [{"subject_id": "a"}], "retracted": [], "entities_added": [], "entities_removed": [], "source": {"topic": "t", "partition": 0, "offset": 1}}),
         ],
     );
 }

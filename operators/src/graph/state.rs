@@ -1,7 +1,7 @@
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use petgraph::stable_graph::{NodeIndex, StableUnGraph};
-use petgraph::visit::EdgeRef;
+use imbl::{HashMap as PMap, HashSet as PSet, OrdSet};
 use serde::{Deserialize, Serialize};
 use streamrag_schemas::{DocOp, GraphDelta, GraphVersion};
 
@@ -29,15 +29,14 @@ pub struct DocEntry {
 #[derive(Debug, Clone)]
 pub struct EntityEntry {
     pub name: String,
-    pub node: NodeIndex,
     /// Documents that mention it; its document frequency is `docs.len()`.
-    pub docs: HashSet<String>,
+    pub docs: PSet<String>,
 }
 
 /// A live triple and the documents that support it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TripleEntry {
-    pub support: BTreeSet<String>,
+    pub support: OrdSet<String>,
 }
 
 /// Keys changed since the last persist, for the store to write.
@@ -57,6 +56,25 @@ impl Dirty {
     }
 }
 
+/// What applying one document version changed in the graph as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Change {
+    /// Triples that became live (their first supporting document).
+    pub asserted: Vec<TripleKey>,
+    /// Triples that lost their last supporting document.
+    pub retracted: Vec<TripleKey>,
+    /// Entities that became live, with their names.
+    pub entities_added: Vec<(String, String)>,
+    /// Entities no document mentions any more, with their last names.
+    pub entities_removed: Vec<(String, String)>,
+}
+
+impl Change {
+    pub fn is_empty(&self) -> bool {
+        self.asserted.is_empty() && self.retracted.is_empty() && self.entities_added.is_empty() && self.entities_removed.is_empty()
+    }
+}
+
 /// Counts that describe a graph, and a digest of its whole content for equality checks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphStats {
@@ -67,22 +85,25 @@ pub struct GraphStats {
     pub support: usize,
     /// Sum over entities of their document frequency.
     pub mentions: usize,
-    /// FNV-1a over the sorted triples with their support and the entities with their documents.
+    /// FNV-1a over the sorted triples with their support, the entities with their documents,
+    /// and the documents with their titles.
     pub digest: String,
     pub version: GraphVersion,
 }
 
-/// The whole graph in memory, with the entity graph as a petgraph for walks.
-#[derive(Debug, Default)]
+/// The whole graph in memory, in persistent (structurally shared) maps: cloning a version is
+/// O(1), so the writer builds the next version while queries read the current one, and a
+/// snapshot writes a version without holding any lock.
+#[derive(Debug, Clone, Default)]
 pub struct GraphState {
-    docs: HashMap<String, DocEntry>,
-    entities: HashMap<String, EntityEntry>,
-    triples: HashMap<TripleKey, TripleEntry>,
-    /// Entity graph: one node per entity (weight: entity id), one edge per connected pair
-    /// (weight: number of live triples between them, either direction).
-    graph: StableUnGraph<String, u32>,
+    docs: PMap<String, Arc<DocEntry>>,
+    entities: PMap<String, EntityEntry>,
+    triples: PMap<TripleKey, TripleEntry>,
+    /// Entity graph: entity -> neighbour -> number of live triples between them (either
+    /// direction; a self-loop counts once).
+    adj: PMap<String, PMap<String, u32>>,
     /// Normalised word -> entities whose name contains it (for fuzzy seed linking).
-    words: HashMap<String, HashSet<String>>,
+    words: PMap<String, PSet<String>>,
     /// `"topic/partition"` -> last applied offset.
     offsets: BTreeMap<String, i64>,
 }
@@ -136,114 +157,152 @@ impl GraphState {
         self.offsets.insert(key, offset);
     }
 
-    /// Replaces what `doc_id` supports by `entry` (None: deletes the document).
-    /// Returns whether anything changed.
-    pub fn apply(&mut self, doc_id: &str, entry: Option<DocEntry>, dirty: &mut Dirty) -> bool {
-        let old = self.docs.get(doc_id);
-        if old == entry.as_ref() {
-            return false;
+    /// The next offset to read per partition of `topic`, from the offsets applied.
+    pub fn resume_offsets(&self, topic: &str) -> BTreeMap<i32, i64> {
+        self.offsets
+            .iter()
+            .filter_map(|(k, v)| {
+                let (t, p) = k.rsplit_once('/')?;
+                (t == topic).then(|| p.parse::<i32>().ok().map(|p| (p, v + 1))).flatten()
+            })
+            .collect()
+    }
+
+    /// Replaces what `doc_id` supports by `entry` (None: deletes the document) and returns
+    /// what changed in the graph; None when the document already had exactly this content.
+    pub fn apply(&mut self, doc_id: &str, entry: Option<DocEntry>, dirty: &mut Dirty) -> Option<Change> {
+        let old = self.docs.get(doc_id).cloned();
+        if old.as_deref() == entry.as_ref() {
+            return None;
         }
-        let old = self.docs.remove(doc_id);
+        let mut change = Change::default();
+        self.docs.remove(doc_id);
         let empty_e = BTreeMap::new();
         let empty_t = BTreeSet::new();
-        let (old_e, old_t) = old.as_ref().map(|o| (&o.entities, &o.triples)).unwrap_or((&empty_e, &empty_t));
+        let (old_e, old_t) = old.as_deref().map(|o| (&o.entities, &o.triples)).unwrap_or((&empty_e, &empty_t));
         let (new_e, new_t) = entry.as_ref().map(|n| (&n.entities, &n.triples)).unwrap_or((&empty_e, &empty_t));
         for t in old_t.difference(new_t) {
-            self.unsupport(t, doc_id, dirty);
+            self.unsupport(t, doc_id, dirty, &mut change);
         }
         for (id, name) in new_e {
             if !old_e.contains_key(id) {
-                self.mention(id, name, doc_id, dirty);
+                self.mention(id, name, doc_id, dirty, &mut change);
             }
         }
         for t in new_t.difference(old_t) {
-            self.support(t, doc_id, dirty);
+            self.support(t, doc_id, dirty, &mut change);
         }
         for id in old_e.keys() {
             if !new_e.contains_key(id) {
-                self.unmention(id, doc_id, dirty);
+                self.unmention(id, doc_id, dirty, &mut change);
             }
         }
         if let Some(e) = entry {
-            self.docs.insert(doc_id.to_string(), e);
+            self.docs.insert(doc_id.to_string(), Arc::new(e));
         }
         dirty.docs.insert(doc_id.to_string());
-        true
+        Some(change)
     }
 
-    fn mention(&mut self, id: &str, name: &str, doc: &str, dirty: &mut Dirty) {
-        if !self.entities.contains_key(id) {
-            let node = self.graph.add_node(id.to_string());
-            for w in words(&normalize(name)) {
+    fn index_words(&mut self, id: &str, name: &str, add: bool) {
+        for w in words(&normalize(name)) {
+            if add {
                 self.words.entry(w.to_string()).or_default().insert(id.to_string());
+            } else if let Some(set) = self.words.get_mut(w) {
+                set.remove(id);
+                if set.is_empty() {
+                    self.words.remove(w);
+                }
             }
-            self.entities.insert(id.to_string(), EntityEntry { name: name.to_string(), node, docs: HashSet::new() });
+        }
+    }
+
+    fn mention(&mut self, id: &str, name: &str, doc: &str, dirty: &mut Dirty, change: &mut Change) {
+        if !self.entities.contains_key(id) {
+            self.index_words(id, name, true);
+            self.entities.insert(id.to_string(), EntityEntry { name: name.to_string(), docs: PSet::new() });
+            change.entities_added.push((id.to_string(), name.to_string()));
             dirty.entities.insert(id.to_string());
         }
-        self.entities.get_mut(id).unwrap().docs.insert(doc.to_string());
+        self.entities.get_mut(id).expect("inserted above").docs.insert(doc.to_string());
         dirty.mentions.insert((id.to_string(), doc.to_string()));
     }
 
-    fn unmention(&mut self, id: &str, doc: &str, dirty: &mut Dirty) {
+    fn unmention(&mut self, id: &str, doc: &str, dirty: &mut Dirty, change: &mut Change) {
         let Some(e) = self.entities.get_mut(id) else { return };
         e.docs.remove(doc);
         dirty.mentions.insert((id.to_string(), doc.to_string()));
         if e.docs.is_empty() {
-            let e = self.entities.remove(id).unwrap();
-            self.graph.remove_node(e.node);
-            for w in words(&normalize(&e.name)) {
-                if let Some(set) = self.words.get_mut(w) {
-                    set.remove(id);
-                    if set.is_empty() {
-                        self.words.remove(w);
-                    }
-                }
-            }
+            let e = self.entities.remove(id).expect("present");
+            self.index_words(id, &e.name, false);
+            change.entities_removed.push((id.to_string(), e.name));
             dirty.entities.insert(id.to_string());
         }
     }
 
-    fn support(&mut self, t: &TripleKey, doc: &str, dirty: &mut Dirty) {
-        let entry = self.triples.entry(t.clone()).or_insert_with(|| TripleEntry { support: BTreeSet::new() });
-        if entry.support.is_empty() {
-            let (a, b) = (self.entities[&t.0].node, self.entities[&t.2].node);
-            match self.graph.find_edge(a, b) {
-                Some(ix) => self.graph[ix] += 1,
-                None => {
-                    self.graph.add_edge(a, b, 1);
+    fn bump_edge(&mut self, a: &str, b: &str, up: bool) {
+        for (x, y) in [(a, b), (b, a)] {
+            let nb = self.adj.entry(x.to_string()).or_default();
+            if up {
+                *nb.entry(y.to_string()).or_insert(0) += 1;
+            } else if let Some(c) = nb.get_mut(y) {
+                *c -= 1;
+                if *c == 0 {
+                    nb.remove(y);
                 }
             }
+            if nb.is_empty() {
+                self.adj.remove(x);
+            }
+            if a == b {
+                break;
+            }
+        }
+    }
+
+    fn support(&mut self, t: &TripleKey, doc: &str, dirty: &mut Dirty, change: &mut Change) {
+        let entry = self.triples.entry(t.clone()).or_insert_with(|| TripleEntry { support: OrdSet::new() });
+        let new = entry.support.is_empty();
+        entry.support.insert(doc.to_string());
+        if new {
+            self.bump_edge(&t.0, &t.2, true);
+            change.asserted.push(t.clone());
             dirty.triples.insert(t.clone());
         }
-        entry.support.insert(doc.to_string());
         dirty.support.insert((t.clone(), doc.to_string()));
     }
 
-    fn unsupport(&mut self, t: &TripleKey, doc: &str, dirty: &mut Dirty) {
+    fn unsupport(&mut self, t: &TripleKey, doc: &str, dirty: &mut Dirty, change: &mut Change) {
         let Some(entry) = self.triples.get_mut(t) else { return };
         entry.support.remove(doc);
         dirty.support.insert((t.clone(), doc.to_string()));
         if entry.support.is_empty() {
             self.triples.remove(t);
-            let (a, b) = (self.entities[&t.0].node, self.entities[&t.2].node);
-            if let Some(ix) = self.graph.find_edge(a, b) {
-                self.graph[ix] -= 1;
-                if self.graph[ix] == 0 {
-                    self.graph.remove_edge(ix);
-                }
-            }
+            self.bump_edge(&t.0, &t.2, false);
+            change.retracted.push(t.clone());
             dirty.triples.insert(t.clone());
         }
+    }
+
+    /// Sets the display name of a live entity (a snapshot's canonical name).
+    pub fn set_entity_name(&mut self, id: &str, name: &str) {
+        let Some(old) = self.entities.get(id).map(|e| e.name.clone()) else { return };
+        if old == name {
+            return;
+        }
+        self.index_words(id, &old, false);
+        self.index_words(id, name, true);
+        self.entities.get_mut(id).expect("present").name = name.to_string();
     }
 
     pub fn document_count(&self) -> usize {
         self.docs.len()
     }
     pub fn doc(&self, id: &str) -> Option<&DocEntry> {
-        self.docs.get(id)
+        self.docs.get(id).map(|d| d.as_ref())
     }
     pub fn docs(&self) -> impl Iterator<Item = (&String, &DocEntry)> {
-        self.docs.iter()
+        self.docs.iter().map(|(k, v)| (k, v.as_ref()))
     }
     pub fn entity(&self, id: &str) -> Option<&EntityEntry> {
         self.entities.get(id)
@@ -251,17 +310,24 @@ impl GraphState {
     pub fn entities(&self) -> impl Iterator<Item = (&String, &EntityEntry)> {
         self.entities.iter()
     }
+    pub fn entity_count(&self) -> usize {
+        self.entities.len()
+    }
     pub fn triple(&self, t: &TripleKey) -> Option<&TripleEntry> {
         self.triples.get(t)
     }
     pub fn triples(&self) -> impl Iterator<Item = (&TripleKey, &TripleEntry)> {
         self.triples.iter()
     }
-    pub fn graph(&self) -> &StableUnGraph<String, u32> {
-        &self.graph
+    pub fn triple_count(&self) -> usize {
+        self.triples.len()
+    }
+    /// The entities connected to `id` by live triples, with the number of such triples.
+    pub fn neighbours(&self, id: &str) -> impl Iterator<Item = (&String, u32)> {
+        self.adj.get(id).into_iter().flat_map(|m| m.iter().map(|(k, v)| (k, *v)))
     }
     /// Entities whose name contains the normalised word `w`.
-    pub fn entities_with_word(&self, w: &str) -> Option<&HashSet<String>> {
+    pub fn entities_with_word(&self, w: &str) -> Option<&PSet<String>> {
         self.words.get(w)
     }
     /// Number of documents mentioning the entity (0 if it is not live).
@@ -275,15 +341,10 @@ impl GraphState {
         &self.offsets
     }
 
-    /// The neighbours of an entity node with the edge weights.
-    pub fn neighbours(&self, n: NodeIndex) -> impl Iterator<Item = (NodeIndex, u32)> + '_ {
-        self.graph.edges(n).map(move |e| (if e.source() == n { e.target() } else { e.source() }, *e.weight()))
-    }
-
     pub fn stats(&self) -> GraphStats {
         let mut h = Fnv::new();
         let mut triples: Vec<_> = self.triples.iter().collect();
-        triples.sort_by(|a, b| a.0.cmp(b.0));
+        triples.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut support = 0;
         for ((s, r, o), e) in &triples {
             h.write_all(&[s, r, o]);
@@ -293,19 +354,19 @@ impl GraphState {
             support += e.support.len();
         }
         let mut ents: Vec<_> = self.entities.iter().collect();
-        ents.sort_by(|a, b| a.0.cmp(b.0));
+        ents.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut mentions = 0;
         for (id, e) in &ents {
             h.write_all(&[id, &e.name]);
             let mut ds: Vec<_> = e.docs.iter().collect();
-            ds.sort();
+            ds.sort_unstable();
             for d in ds {
                 h.write_all(&[d]);
             }
             mentions += e.docs.len();
         }
         let mut docs: Vec<_> = self.docs.iter().collect();
-        docs.sort_by(|a, b| a.0.cmp(b.0));
+        docs.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (id, d) in docs {
             h.write_all(&[id, &d.title]);
         }
@@ -362,27 +423,38 @@ mod tests {
         }
     }
 
-    fn apply(g: &mut GraphState, d: &GraphDelta) -> bool {
+    fn apply(g: &mut GraphState, d: &GraphDelta) -> Option<Change> {
         g.apply(&d.doc_id, GraphState::entry_of(d), &mut Dirty::default())
+    }
+
+    fn key(s: &str, r: &str, o: &str) -> TripleKey {
+        (s.into(), r.into(), o.into())
     }
 
     #[test]
     fn support_is_counted_per_document() {
         let mut g = GraphState::new();
         apply(&mut g, &delta("d1", &[("a", "r", "b"), ("b", "r", "c")]));
-        apply(&mut g, &delta("d2", &[("a", "r", "b")]));
-        let ab = ("a".to_string(), "r".to_string(), "b".to_string());
+        let c = apply(&mut g, &delta("d2", &[("a", "r", "b")])).unwrap();
+        assert!(c.asserted.is_empty(), "a-r-b was live already: {c:?}");
+        assert_eq!(c.entities_added, vec![("d2".to_string(), "D2".to_string())]);
+        let ab = key("a", "r", "b");
         assert_eq!(g.triple(&ab).unwrap().support.len(), 2);
         assert_eq!(g.document_frequency("a"), 2);
         assert_eq!(g.document_frequency("c"), 1);
         // d1 withdrawn: a-r-b survives through d2, b-r-c and c disappear.
         let mut del = delta("d1", &[]);
         del.op = DocOp::Delete;
-        assert!(apply(&mut g, &del));
+        let c = apply(&mut g, &del).unwrap();
+        assert_eq!(c.retracted, vec![key("b", "r", "c")]);
+        let mut removed: Vec<_> = c.entities_removed.iter().map(|e| e.0.as_str()).collect();
+        removed.sort();
+        assert_eq!(removed, vec!["c", "d1"]);
         assert_eq!(g.triple(&ab).unwrap().support.iter().collect::<Vec<_>>(), vec!["d2"]);
         assert!(g.entity("c").is_none());
-        assert_eq!(g.graph().node_count(), 3); // a, b, d2 (d1 and c gone)
-        assert_eq!(g.graph().edge_count(), 1);
+        assert_eq!(g.entity_count(), 3); // a, b, d2
+        assert_eq!(g.neighbours("b").collect::<Vec<_>>(), vec![(&"a".to_string(), 1)]);
+        assert_eq!(g.neighbours("c").count(), 0);
     }
 
     #[test]
@@ -390,27 +462,53 @@ mod tests {
         let mut g = GraphState::new();
         let v1 = delta("d1", &[("a", "r", "b"), ("b", "r2", "c")]);
         let v2 = delta("d1", &[("a", "r", "b"), ("a", "r3", "d")]);
-        assert!(apply(&mut g, &v1));
-        assert!(!apply(&mut g, &v1));
-        assert!(apply(&mut g, &v2));
+        assert!(apply(&mut g, &v1).is_some());
+        assert!(apply(&mut g, &v1).is_none());
+        let c = apply(&mut g, &v2).unwrap();
+        assert_eq!(c.asserted, vec![key("a", "r3", "d")]);
+        assert_eq!(c.retracted, vec![key("b", "r2", "c")]);
         let mut fresh = GraphState::new();
         apply(&mut fresh, &v2);
-        assert_eq!(g.stats().digest, fresh.stats().digest);
         assert_eq!(g.stats(), fresh.stats());
+    }
+
+    #[test]
+    fn an_old_version_is_untouched_by_later_writes() {
+        let mut g = GraphState::new();
+        apply(&mut g, &delta("d1", &[("a", "r", "b")]));
+        let before = g.clone();
+        let digest = before.stats().digest;
+        apply(&mut g, &delta("d2", &[("b", "r", "c")]));
+        let mut del = delta("d1", &[]);
+        del.op = DocOp::Delete;
+        apply(&mut g, &del);
+        assert_eq!(before.stats().digest, digest);
+        assert!(before.entity("a").is_some() && g.entity("a").is_none());
     }
 
     #[test]
     fn self_loops_and_parallel_relations() {
         let mut g = GraphState::new();
         apply(&mut g, &delta("d", &[("a", "likes", "a"), ("a", "r1", "b"), ("a", "R1 ", "b"), ("b", "r2", "a")]));
-        assert_eq!(g.triples().count(), 3); // "R1 " canonicalises to "r1"
-        let (na, nb) = (g.entity("a").unwrap().node, g.entity("b").unwrap().node);
-        assert_eq!(g.graph()[g.graph().find_edge(na, nb).unwrap()], 2);
+        assert_eq!(g.triple_count(), 3); // "R1 " canonicalises to "r1"
+        let nb: BTreeMap<_, _> = g.neighbours("a").collect();
+        assert_eq!(nb[&"b".to_string()], 2);
+        assert_eq!(nb[&"a".to_string()], 1);
         let mut del = delta("d", &[]);
         del.op = DocOp::Delete;
         apply(&mut g, &del);
         assert_eq!(g.stats().triples, 0);
-        assert_eq!(g.graph().node_count(), 0);
+        assert_eq!(g.neighbours("a").count(), 0);
         assert!(g.entities_with_word("a").is_none());
+    }
+
+    #[test]
+    fn resume_offsets_per_partition() {
+        let mut g = GraphState::new();
+        let mut d = Dirty::default();
+        g.set_offset("x.deltas", 0, 9, &mut d);
+        g.set_offset("x.deltas", 3, 1, &mut d);
+        g.set_offset("other", 0, 5, &mut d);
+        assert_eq!(g.resume_offsets("x.deltas"), BTreeMap::from([(0, 10), (3, 2)]));
     }
 }

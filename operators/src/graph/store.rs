@@ -4,6 +4,7 @@
 //! - `t\0<s>\x1f<r>\x1f<o>` -> `{subject, relation, object}` with display names
 //! - `s\0<triple>\0<doc>` -> support; `m\0<entity>\0<doc>` -> mention (entity -> documents)
 //! - `o\0<topic/partition>` -> last applied offset
+//! - `x\0<seq>` -> an output the kg-writer has yet to see acknowledged (its outbox)
 //!
 //! A persist writes every dirty key and the offsets in one atomic batch and flushes, so the
 //! graph and the position it reflects never disagree after a crash.
@@ -13,6 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::state::{Dirty, DocEntry, GraphState, TripleKey};
+use crate::transport::Output;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -54,6 +56,35 @@ fn triple_key(prefix: u8, t: &TripleKey, doc: Option<&str>) -> Vec<u8> {
     k
 }
 
+fn outbox_key(seq: u64) -> Vec<u8> {
+    let mut k = vec![b'x', 0];
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn encode_output(o: &Output) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8 + o.topic.len() + o.key.len() + o.payload.len());
+    for part in [o.topic.as_bytes(), o.key.as_bytes()] {
+        v.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        v.extend_from_slice(part);
+    }
+    v.extend_from_slice(&o.payload);
+    v
+}
+
+fn decode_output(v: &[u8]) -> Option<Output> {
+    let mut at = 0;
+    let mut parts = Vec::new();
+    for _ in 0..2 {
+        let n = u32::from_be_bytes(v.get(at..at + 4)?.try_into().ok()?) as usize;
+        parts.push(String::from_utf8(v.get(at + 4..at + 4 + n)?.to_vec()).ok()?);
+        at += 4 + n;
+    }
+    let key = parts.pop()?;
+    let topic = parts.pop()?;
+    Some(Output { topic, key, payload: v[at..].to_vec() })
+}
+
 /// The sled side of the graph.
 #[derive(Clone)]
 pub struct GraphStore {
@@ -91,9 +122,13 @@ impl GraphStore {
         Ok(g)
     }
 
-    /// Writes the dirty keys of `g` and its offsets atomically, then flushes.
-    pub fn persist(&self, g: &GraphState, dirty: &Dirty) -> Result<(), StoreError> {
+    /// Writes the dirty keys of `g`, its offsets and the outbox entries atomically, then
+    /// flushes.
+    pub fn persist(&self, g: &GraphState, dirty: &Dirty, outbox: &[(u64, Output)]) -> Result<(), StoreError> {
         let mut b = sled::Batch::default();
+        for (seq, out) in outbox {
+            b.insert(outbox_key(*seq), encode_output(out));
+        }
         for d in &dirty.docs {
             match g.doc(d) {
                 Some(e) => b.insert(key(b'd', &[d]), serde_json::to_vec(e).expect("serializable")),
@@ -140,6 +175,76 @@ impl GraphStore {
         Ok(())
     }
 
+    /// Writes the whole of `g` (a replayed snapshot) in batches of `chunk` keys; the offsets go
+    /// last, so a store cut short by a crash carries no offsets and is not taken for complete.
+    pub fn persist_all(&self, g: &GraphState, chunk: usize, mut progress: impl FnMut(usize)) -> Result<(), StoreError> {
+        let mut dirty = Dirty::default();
+        let mut pending = 0;
+        let mut flush = |dirty: &mut Dirty, pending: &mut usize| -> Result<(), StoreError> {
+            let d = std::mem::take(dirty);
+            self.persist(g, &d, &[])?;
+            progress(*pending);
+            *pending = 0;
+            Ok(())
+        };
+        for (id, doc) in g.docs() {
+            dirty.docs.insert(id.clone());
+            for (e, _) in &doc.entities {
+                dirty.mentions.insert((e.clone(), id.clone()));
+            }
+            for t in &doc.triples {
+                dirty.support.insert((t.clone(), id.clone()));
+            }
+            pending += 1 + doc.entities.len() + doc.triples.len();
+            if pending >= chunk {
+                flush(&mut dirty, &mut pending)?;
+            }
+        }
+        for (id, _) in g.entities() {
+            dirty.entities.insert(id.clone());
+            pending += 1;
+            if pending >= chunk {
+                flush(&mut dirty, &mut pending)?;
+            }
+        }
+        for (t, _) in g.triples() {
+            dirty.triples.insert(t.clone());
+            pending += 1;
+            if pending >= chunk {
+                flush(&mut dirty, &mut pending)?;
+            }
+        }
+        dirty.offsets = g.offsets().keys().cloned().collect();
+        flush(&mut dirty, &mut pending)
+    }
+
+    /// Whether the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// The outbox: outputs stored with a graph change and not yet known to be acknowledged.
+    pub fn outbox(&self) -> Result<Vec<(u64, Output)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.tree.scan_prefix([b'x', 0]) {
+            let (k, v) = item?;
+            let seq = u64::from_be_bytes(k[2..].try_into().map_err(|_| StoreError::Corrupt { key: "x/?".into(), reason: "bad outbox key".into() })?);
+            let o = decode_output(&v).ok_or_else(|| StoreError::Corrupt { key: format!("x/{seq}"), reason: "bad outbox entry".into() })?;
+            out.push((seq, o));
+        }
+        Ok(out)
+    }
+
+    /// Drops acknowledged outbox entries (no flush: a lost removal only republishes).
+    pub fn clear_outbox(&self, seqs: &[u64]) -> Result<(), StoreError> {
+        let mut b = sled::Batch::default();
+        for s in seqs {
+            b.remove(outbox_key(*s));
+        }
+        self.tree.apply_batch(b)?;
+        Ok(())
+    }
+
     /// Counts keys by prefix: (documents, entities, triples, support, mentions).
     pub fn counts(&self) -> Result<[usize; 5], StoreError> {
         let mut out = [0; 5];
@@ -176,16 +281,26 @@ mod tests {
         g.apply("d1", Some(entry(&[("a", "b"), ("b", "c")])), &mut dirty);
         g.apply("d2", Some(entry(&[("a", "b")])), &mut dirty);
         g.set_offset("deltas", 0, 1, &mut dirty);
-        store.persist(&g, &dirty).unwrap();
+        let out = Output { topic: "changes".into(), key: "d1".into(), payload: b"{}".to_vec() };
+        store.persist(&g, &dirty, &[(7, out.clone())]).unwrap();
+        assert_eq!(store.outbox().unwrap(), vec![(7, out)]);
+        store.clear_outbox(&[7]).unwrap();
+        assert!(store.outbox().unwrap().is_empty());
         let mut dirty = Dirty::default();
         g.apply("d1", None, &mut dirty);
         g.set_offset("deltas", 0, 2, &mut dirty);
-        store.persist(&g, &dirty).unwrap();
+        store.persist(&g, &dirty, &[]).unwrap();
         let back = store.load().unwrap();
         assert_eq!(back.stats(), g.stats());
         assert!(back.already_applied("deltas", 0, 2));
         assert!(!back.already_applied("deltas", 0, 3));
         let s = g.stats();
         assert_eq!(store.counts().unwrap(), [s.documents, s.entities, s.triples, s.support, s.mentions]);
+        // the same graph written whole, in small chunks, reads back equal too
+        let dir2 = tempfile::tempdir().unwrap();
+        let store2 = GraphStore::open(dir2.path()).unwrap();
+        store2.persist_all(&g, 2, |_| {}).unwrap();
+        assert_eq!(store2.load().unwrap().stats(), g.stats());
+        assert_eq!(store2.counts().unwrap(), store.counts().unwrap());
     }
 }

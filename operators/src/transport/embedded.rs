@@ -154,7 +154,13 @@ impl EmbeddedLog {
             None if from_end => self.end_offset(topic)?,
             None => 0,
         };
-        Ok(EmbeddedSubscription { log: self.clone(), group: group.into(), topic: topic.into(), next })
+        Ok(EmbeddedSubscription { log: self.clone(), group: Some(group.into()), topic: topic.into(), next })
+    }
+
+    /// A reader from an explicit position (partition 0 only), outside any group.
+    pub fn assign(&self, topic: &str, from: &std::collections::BTreeMap<i32, i64>) -> EmbeddedSubscription {
+        let next = from.get(&0).copied().unwrap_or(0);
+        EmbeddedSubscription { log: self.clone(), group: None, topic: topic.into(), next }
     }
 
     /// Flushes everything to disk.
@@ -167,7 +173,8 @@ impl EmbeddedLog {
 /// One consumer of one topic in the embedded log.
 pub struct EmbeddedSubscription {
     log: EmbeddedLog,
-    group: String,
+    /// None: an assigned reader whose commits are no-ops.
+    group: Option<String>,
     topic: String,
     next: i64,
 }
@@ -193,11 +200,9 @@ impl EmbeddedSubscription {
     }
 
     pub fn commit(&mut self, batch: &[Record]) -> Result<(), TransportError> {
+        let Some(group) = &self.group else { return Ok(()) };
         if let Some((_, off)) = last_offsets(batch).into_iter().find(|((t, _), _)| *t == self.topic) {
-            self.log
-                .inner
-                .groups
-                .insert(EmbeddedLog::group_key(&self.group, &self.topic), &(off + 1).to_be_bytes())?;
+            self.log.inner.groups.insert(EmbeddedLog::group_key(group, &self.topic), &(off + 1).to_be_bytes())?;
         }
         Ok(())
     }
@@ -238,6 +243,18 @@ mod tests {
         assert!(late.next_batch(10, Duration::from_millis(10)).await.unwrap().is_empty());
         let mut all = log.subscribe("all", "t", false).unwrap();
         assert_eq!(all.next_batch(10, Duration::from_millis(10)).await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_assigned_reader_starts_where_told_and_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EmbeddedLog::open(dir.path()).unwrap();
+        log.produce(&[out("t", "a", "0"), out("t", "b", "1"), out("t", "c", "2")]).await.unwrap();
+        let mut s = log.assign("t", &[(0, 1)].into());
+        let b = s.next_batch(10, Duration::from_millis(10)).await.unwrap();
+        assert_eq!(b.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![1, 2]);
+        s.commit(&b).unwrap();
+        assert_eq!(log.assign("t", &Default::default()).next_batch(10, Duration::from_millis(10)).await.unwrap().len(), 3);
     }
 
     #[tokio::test]

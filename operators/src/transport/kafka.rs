@@ -145,13 +145,52 @@ impl KafkaTransport {
         } else {
             consumer.subscribe(&[topic])?;
         }
-        Ok(KafkaSubscription { consumer })
+        Ok(KafkaSubscription { consumer, assigned: from_end })
+    }
+
+    fn reader(&self) -> Result<StreamConsumer, TransportError> {
+        let group = format!("streamrag.reader-{}-{}", std::process::id(), super::now_ms());
+        Ok(self
+            .config
+            .client(&[("enable.auto.commit", "false"), ("enable.auto.offset.store", "false"), ("enable.partition.eof", "false")])
+            .set("group.id", group)
+            .create()?)
+    }
+
+    fn partitions(consumer: &StreamConsumer, topic: &str) -> Result<Vec<i32>, TransportError> {
+        let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+        Ok(md.topics().iter().flat_map(|t| t.partitions().iter().map(|p| p.id())).collect())
+    }
+
+    /// A reader of every partition of `topic` from explicit positions, outside any group.
+    pub async fn assign(&self, topic: &str, from: &BTreeMap<i32, i64>) -> Result<KafkaSubscription, TransportError> {
+        let consumer = self.reader()?;
+        let mut tpl = TopicPartitionList::new();
+        for p in Self::partitions(&consumer, topic)? {
+            let offset = from.get(&p).map(|&o| Offset::Offset(o)).unwrap_or(Offset::Beginning);
+            tpl.add_partition_offset(topic, p, offset)?;
+        }
+        consumer.assign(&tpl)?;
+        Ok(KafkaSubscription { consumer, assigned: true })
+    }
+
+    /// High watermarks of every partition of `topic`.
+    pub async fn end_offsets(&self, topic: &str) -> Result<BTreeMap<i32, i64>, TransportError> {
+        let consumer = self.reader()?;
+        let mut out = BTreeMap::new();
+        for p in Self::partitions(&consumer, topic)? {
+            let (_, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?;
+            out.insert(p, high);
+        }
+        Ok(out)
     }
 }
 
 /// A consumer group member on one topic.
 pub struct KafkaSubscription {
     consumer: StreamConsumer,
+    /// Partitions assigned explicitly: commits are no-ops.
+    assigned: bool,
 }
 
 fn owned(m: &rdkafka::message::BorrowedMessage<'_>) -> Record {
@@ -185,7 +224,7 @@ impl KafkaSubscription {
 
     /// Stores and commits the offsets after each partition's last record of the batch.
     pub fn commit(&mut self, batch: &[Record]) -> Result<(), TransportError> {
-        if batch.is_empty() {
+        if batch.is_empty() || self.assigned {
             return Ok(());
         }
         let mut tpl = TopicPartitionList::new();

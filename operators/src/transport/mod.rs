@@ -67,6 +67,24 @@ impl Transport {
         })
     }
 
+    /// Reads `topic` with no consumer group, from explicit positions: `from` maps a partition
+    /// to the next offset to read; partitions not in it start at the beginning. Commits are
+    /// no-ops: the reader keeps its position in its own state.
+    pub async fn assign(&self, topic: &str, from: &std::collections::BTreeMap<i32, i64>) -> Result<Subscription, TransportError> {
+        Ok(match self {
+            Transport::Embedded(t) => Subscription::Embedded(t.assign(topic, from)),
+            Transport::Kafka(t) => Subscription::Kafka(t.assign(topic, from).await?),
+        })
+    }
+
+    /// The next offset each partition of `topic` will get (the high watermarks).
+    pub async fn end_offsets(&self, topic: &str) -> Result<std::collections::BTreeMap<i32, i64>, TransportError> {
+        match self {
+            Transport::Embedded(t) => Ok([(0, t.end_offset(topic)?)].into()),
+            Transport::Kafka(t) => t.end_offsets(topic).await,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Transport::Embedded(_) => "embedded",

@@ -49,7 +49,7 @@ async fn health(State(s): State<Arc<ApiState>>) -> Json<Value> {
 async fn stats(State(s): State<Arc<ApiState>>) -> Response {
     match &s.node.graph {
         Some(g) => {
-            let st = g.read().unwrap().stats();
+            let st = g.current().stats();
             Json(serde_json::to_value(st).unwrap()).into_response()
         }
         None => error(StatusCode::NOT_FOUND, "this process holds no graph (run the kg-writer or query stage)"),

@@ -327,7 +327,7 @@ async fn cmd_demo(a: DemoArgs) -> Result<()> {
         .collect();
     node.transport.produce(&outs).await?;
     node.wait_drained(Duration::from_secs(120)).await?;
-    let stats = node.graph.as_ref().expect("kg-writer runs").read().unwrap().stats();
+    let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
     println!(
         "indexed {n} documents in {:.2}s: {} entities, {} triples (data in {})\n",
         t0.elapsed().as_secs_f64(),

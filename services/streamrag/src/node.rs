@@ -2,12 +2,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use streamrag_operators::graph::{GraphState, GraphStore};
-use streamrag_operators::kg_writer::{KgWriter, SharedGraph};
+use streamrag_operators::kg_writer::{KgWriter, LiveGraph};
 use streamrag_operators::openie::{Extractor, OpenIe};
 use streamrag_operators::query::{QueryStage, Retriever};
 use streamrag_operators::resolve::Resolve;
@@ -118,7 +118,7 @@ pub struct Node {
     pub config: NodeConfig,
     pub transport: Transport,
     /// The live graph, when this process runs the kg-writer or a query replica.
-    pub graph: Option<SharedGraph>,
+    pub graph: Option<LiveGraph>,
     /// Number of live documents after each persisted kg-writer batch.
     pub applied: watch::Receiver<usize>,
     pub answers: AnswerRouter,
@@ -155,20 +155,18 @@ impl Node {
                 .with_context(|| format!("opening the graph store under {}", config.data.display()))?;
             let state = store.load()?;
             tracing::info!(documents = state.document_count(), "graph loaded");
-            let g: SharedGraph = Arc::new(RwLock::new(state));
+            let g = LiveGraph::new(state);
             graph = Some(g.clone());
-            let op = KgWriter { topics: config.topics.clone(), graph: g, store: Some(store), applied: applied_tx };
+            let op = KgWriter::new(config.topics.clone(), g, Some(store), applied_tx);
             spawn("kg-writer", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         } else if has("query") {
             // A query replica: its own in-memory graph from the graph-deltas topic, read from
             // the start under a group of its own. sled is single-process, so it never opens
             // the writer's database.
-            let g: SharedGraph = Arc::new(RwLock::new(GraphState::new()));
+            let g = LiveGraph::new(GraphState::new());
             graph = Some(g.clone());
-            let op = KgWriter { topics: config.topics.clone(), graph: g, store: None, applied: applied_tx };
-            let mut ropts = opts.clone();
-            ropts.group_prefix = format!("{}.replica-{}-{}", config.group_prefix, std::process::id(), streamrag_operators::transport::now_ms());
-            spawn("query-replica", Box::pin(runtime::run(op, transport.clone(), ropts, shutdown_rx.clone())));
+            let op = KgWriter::new(config.topics.clone(), g, None, applied_tx);
+            spawn("query-replica", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
         if has("openie") {
             let op = OpenIe { topics: config.topics.clone(), limits: config.limits.clone(), extractor: Extractor::Builtin };

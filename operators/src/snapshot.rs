@@ -1,0 +1,391 @@
+//! Parquet snapshots of the graph: four tables and a manifest, readable by pyarrow, DuckDB or
+//! Spark with no glue, and the reader that rebuilds an equal [`GraphState`] from them.
+//!
+//! A snapshot directory holds `entities.parquet`, `triples.parquet`, `documents.parquet`,
+//! `entity_documents.parquet` and `manifest.json` (schema version, row counts, the offsets the
+//! snapshot reflects, creation time, the graph digest). It is written under a temporary name and
+//! renamed into place, so a reader never sees half a snapshot. Periodic snapshots go under a
+//! root as `snap-<millis>/` with a `LATEST` file naming the newest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StringArray, UInt64Array};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+use streamrag_schemas::arrow as tables;
+
+use crate::graph::{DocEntry, Dirty, GraphState, GraphStats, TripleKey};
+
+/// Rows per record batch written.
+const BATCH_ROWS: usize = 64 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot I/O at {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    #[error("snapshot {path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError + '_ {
+    move |source| SnapshotError::Io { path: path.to_path_buf(), source }
+}
+
+/// Receives progress in rows.
+pub trait Progress {
+    fn start(&mut self, _what: &str, _total_rows: u64) {}
+    fn inc(&mut self, _rows: u64) {}
+}
+
+/// Progress that goes nowhere.
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Always `streamrag-snapshot`.
+    pub format: String,
+    /// Layout of the tables ([`tables::TABLES_VERSION`]).
+    pub tables_version: u32,
+    /// Wire schema version of the messages the graph was built from.
+    pub schema_version: u32,
+    /// Milliseconds since the epoch.
+    pub created_at_ms: i64,
+    /// `"topic/partition"` -> last applied offset of the graph-deltas topic.
+    pub offsets: BTreeMap<String, i64>,
+    /// Table name -> rows.
+    pub rows: BTreeMap<String, u64>,
+    /// Table name -> file name.
+    pub files: BTreeMap<String, String>,
+    /// Counts and content digest of the graph, to check a rebuild against.
+    pub stats: GraphStats,
+}
+
+/// A stable id for a triple: FNV-1a 64 of its key, hex.
+pub fn triple_id(t: &TripleKey) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for part in [&t.0, &t.1, &t.2] {
+        for b in part.bytes().chain(std::iter::once(0xff)) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+fn write_table(
+    path: &Path,
+    schema: arrow_schema::Schema,
+    rows: usize,
+    mut batch_at: impl FnMut(std::ops::Range<usize>) -> Vec<ArrayRef>,
+    progress: &mut dyn Progress,
+) -> Result<u64, SnapshotError> {
+    let schema = Arc::new(schema);
+    let file = File::create(path).map_err(io(path))?;
+    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
+    let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props))?;
+    let mut start = 0;
+    while start < rows {
+        let end = (start + BATCH_ROWS).min(rows);
+        let batch = RecordBatch::try_new(schema.clone(), batch_at(start..end))?;
+        w.write(&batch)?;
+        progress.inc((end - start) as u64);
+        start = end;
+    }
+    w.close()?;
+    Ok(rows as u64)
+}
+
+fn strings<'a>(it: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(it))
+}
+
+/// Writes a snapshot of `g` to `dir` (which must not exist yet) and returns its manifest.
+pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<Manifest, SnapshotError> {
+    if dir.exists() {
+        return Err(SnapshotError::Invalid { path: dir.into(), reason: "already exists".into() });
+    }
+    let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+
+    let mut entities: Vec<(&String, &crate::graph::EntityEntry)> = g.entities().collect();
+    entities.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut triples: Vec<(&TripleKey, &crate::graph::TripleEntry)> = g.triples().collect();
+    triples.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut docs: Vec<(&String, &DocEntry)> = g.docs().collect();
+    docs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mentions: Vec<(&str, &str, &str)> = docs
+        .iter()
+        .flat_map(|(d, e)| e.entities.iter().map(move |(id, name)| (id.as_str(), d.as_str(), name.as_str())))
+        .collect();
+    let total = (entities.len() + triples.len() + docs.len() + mentions.len()) as u64;
+    progress.start("snapshot", total);
+
+    let name_of = |id: &str| g.entity(id).map(|e| e.name.as_str()).unwrap_or("");
+    let mut rows = BTreeMap::new();
+    let mut files = BTreeMap::new();
+    for (table, _) in tables::tables() {
+        files.insert(table.to_string(), format!("{table}.parquet"));
+    }
+    let n = write_table(&tmp.join("entities.parquet"), tables::entities(), entities.len(), |r| {
+        let s = &entities[r];
+        vec![
+            strings(s.iter().map(|(id, _)| id.as_str())),
+            strings(s.iter().map(|(_, e)| e.name.as_str())),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|(_, e)| e.docs.len() as u64))),
+        ]
+    }, progress)?;
+    rows.insert("entities".to_string(), n);
+    let n = write_table(&tmp.join("triples.parquet"), tables::triples(), triples.len(), |r| {
+        let s = &triples[r];
+        let mut support = ListBuilder::new(StringBuilder::new())
+            .with_field(Arc::new(arrow_schema::Field::new("item", arrow_schema::DataType::Utf8, false)));
+        for (_, e) in s {
+            for d in &e.support {
+                support.values().append_value(d);
+            }
+            support.append(true);
+        }
+        vec![
+            strings(s.iter().map(|(k, _)| triple_id(k)).collect::<Vec<_>>().iter().map(String::as_str)),
+            strings(s.iter().map(|(k, _)| k.0.as_str())),
+            strings(s.iter().map(|(k, _)| name_of(&k.0))),
+            strings(s.iter().map(|(k, _)| k.1.as_str())),
+            strings(s.iter().map(|(k, _)| k.2.as_str())),
+            strings(s.iter().map(|(k, _)| name_of(&k.2))),
+            Arc::new(support.finish()),
+        ]
+    }, progress)?;
+    rows.insert("triples".to_string(), n);
+    let n = write_table(&tmp.join("documents.parquet"), tables::documents(), docs.len(), |r| {
+        let s = &docs[r];
+        vec![
+            strings(s.iter().map(|(id, _)| id.as_str())),
+            strings(s.iter().map(|(_, d)| d.title.as_str())),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|(_, d)| d.entities.len() as u64))),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|(_, d)| d.triples.len() as u64))),
+        ]
+    }, progress)?;
+    rows.insert("documents".to_string(), n);
+    let n = write_table(&tmp.join("entity_documents.parquet"), tables::entity_documents(), mentions.len(), |r| {
+        let s = &mentions[r];
+        vec![strings(s.iter().map(|m| m.0)), strings(s.iter().map(|m| m.1)), strings(s.iter().map(|m| m.2))]
+    }, progress)?;
+    rows.insert("entity_documents".to_string(), n);
+
+    let manifest = Manifest {
+        format: "streamrag-snapshot".into(),
+        tables_version: tables::TABLES_VERSION,
+        schema_version: streamrag_schemas::SCHEMA_VERSION,
+        created_at_ms: crate::transport::now_ms(),
+        offsets: g.offsets().clone(),
+        rows,
+        files,
+        stats: g.stats(),
+    };
+    let mpath = tmp.join("manifest.json");
+    std::fs::write(&mpath, serde_json::to_vec_pretty(&manifest).expect("serializable")).map_err(io(&mpath))?;
+    std::fs::rename(&tmp, dir).map_err(io(dir))?;
+    Ok(manifest)
+}
+
+/// Writes a periodic snapshot under `root` as `snap-<millis>` and points `LATEST` at it.
+pub fn write_periodic(g: &GraphState, root: &Path, progress: &mut dyn Progress) -> Result<(PathBuf, Manifest), SnapshotError> {
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    let name = format!("snap-{:015}", crate::transport::now_ms());
+    let dir = root.join(&name);
+    let m = write(g, &dir, progress)?;
+    let latest = root.join("LATEST");
+    let tmp = root.join("LATEST.tmp");
+    std::fs::write(&tmp, &name).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &latest).map_err(io(&latest))?;
+    Ok((dir, m))
+}
+
+/// A snapshot directory itself, or the newest under a root of periodic snapshots; None when
+/// the root holds none yet.
+pub fn resolve(path: &Path) -> Result<Option<PathBuf>, SnapshotError> {
+    if path.join("manifest.json").exists() {
+        return Ok(Some(path.to_path_buf()));
+    }
+    let latest = path.join("LATEST");
+    if latest.exists() {
+        let name = std::fs::read_to_string(&latest).map_err(io(&latest))?;
+        return Ok(Some(path.join(name.trim())));
+    }
+    Ok(None)
+}
+
+pub fn read_manifest(dir: &Path) -> Result<Manifest, SnapshotError> {
+    let p = dir.join("manifest.json");
+    let bytes = std::fs::read(&p).map_err(io(&p))?;
+    let m: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| SnapshotError::Invalid { path: p.clone(), reason: e.to_string() })?;
+    if m.format != "streamrag-snapshot" || m.tables_version != tables::TABLES_VERSION {
+        return Err(SnapshotError::Invalid {
+            path: p,
+            reason: format!("format {} version {} is not supported", m.format, m.tables_version),
+        });
+    }
+    Ok(m)
+}
+
+fn read_table(dir: &Path, file: &str, mut each: impl FnMut(&RecordBatch) -> Result<(), SnapshotError>, progress: &mut dyn Progress) -> Result<(), SnapshotError> {
+    let path = dir.join(file);
+    let f = File::open(&path).map_err(io(&path))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f)?.with_batch_size(BATCH_ROWS).build()?;
+    for batch in reader {
+        let batch = batch?;
+        each(&batch)?;
+        progress.inc(batch.num_rows() as u64);
+    }
+    Ok(())
+}
+
+fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, SnapshotError> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| SnapshotError::Invalid { path: PathBuf::new(), reason: format!("column {name} missing or of the wrong type") })
+}
+
+/// Rebuilds the graph a snapshot holds, with the offsets it reflects, and checks it against the
+/// manifest's digest.
+pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Manifest), SnapshotError> {
+    let m = read_manifest(dir)?;
+    progress.start("replay", m.rows.values().sum());
+    let mut docs: HashMap<String, DocEntry> = HashMap::new();
+    read_table(dir, &m.files["documents"], |b| {
+        let (id, title) = (col::<StringArray>(b, "doc_id")?, col::<StringArray>(b, "title")?);
+        for i in 0..b.num_rows() {
+            docs.insert(id.value(i).to_string(), DocEntry { title: title.value(i).to_string(), entities: Default::default(), triples: Default::default() });
+        }
+        Ok(())
+    }, progress)?;
+    let missing = |d: &str| SnapshotError::Invalid { path: dir.into(), reason: format!("document {d} is referenced but not listed") };
+    read_table(dir, &m.files["entity_documents"], |b| {
+        let (e, d, n) = (col::<StringArray>(b, "entity_id")?, col::<StringArray>(b, "doc_id")?, col::<StringArray>(b, "name")?);
+        for i in 0..b.num_rows() {
+            let doc = docs.get_mut(d.value(i)).ok_or_else(|| missing(d.value(i)))?;
+            doc.entities.insert(e.value(i).to_string(), n.value(i).to_string());
+        }
+        Ok(())
+    }, progress)?;
+    read_table(dir, &m.files["triples"], |b| {
+        let (s, r, o) = (col::<StringArray>(b, "subject_id")?, col::<StringArray>(b, "relation")?, col::<StringArray>(b, "object_id")?);
+        let support = col::<ListArray>(b, "supporting_documents")?;
+        for i in 0..b.num_rows() {
+            let key: TripleKey = (s.value(i).to_string(), r.value(i).to_string(), o.value(i).to_string());
+            let ds = support.value(i);
+            let ds = ds.as_any().downcast_ref::<StringArray>().ok_or_else(|| SnapshotError::Invalid { path: dir.into(), reason: "supporting_documents is not a list of strings".into() })?;
+            for j in 0..ds.len() {
+                docs.get_mut(ds.value(j)).ok_or_else(|| missing(ds.value(j)))?.triples.insert(key.clone());
+            }
+        }
+        Ok(())
+    }, progress)?;
+    let mut names: Vec<(String, String)> = Vec::new();
+    read_table(dir, &m.files["entities"], |b| {
+        let (id, name) = (col::<StringArray>(b, "entity_id")?, col::<StringArray>(b, "name")?);
+        for i in 0..b.num_rows() {
+            names.push((id.value(i).to_string(), name.value(i).to_string()));
+        }
+        Ok(())
+    }, progress)?;
+    let mut g = GraphState::new();
+    let mut scratch = Dirty::default();
+    let mut ids: Vec<String> = docs.keys().cloned().collect();
+    ids.sort_unstable();
+    for id in ids {
+        let entry = docs.remove(&id).expect("listed");
+        g.apply(&id, Some(entry), &mut scratch);
+    }
+    for (id, name) in names {
+        g.set_entity_name(&id, &name);
+    }
+    for (k, v) in &m.offsets {
+        g.restore_offset(k.clone(), *v);
+    }
+    let got = g.stats();
+    if got.digest != m.stats.digest {
+        return Err(SnapshotError::Invalid {
+            path: dir.into(),
+            reason: format!("rebuilt graph digest {} differs from the manifest's {}", got.digest, m.stats.digest),
+        });
+    }
+    Ok((g, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn entry(title: &str, ts: &[(&str, &str, &str)]) -> DocEntry {
+        let mut entities = BTreeMap::new();
+        let mut triples = BTreeSet::new();
+        for (s, r, o) in ts {
+            entities.insert(s.to_string(), format!("{s} ({title})"));
+            entities.insert(o.to_string(), o.to_uppercase());
+            triples.insert((s.to_string(), r.to_string(), o.to_string()));
+        }
+        DocEntry { title: title.into(), entities, triples }
+    }
+
+    #[test]
+    fn write_then_read_gives_an_equal_graph() {
+        let mut g = GraphState::new();
+        let mut d = Dirty::default();
+        g.apply("d1", Some(entry("One", &[("a", "r", "b"), ("b", "r", "c")])), &mut d);
+        g.apply("d2", Some(entry("Two", &[("a", "r", "b"), ("a", "s", "a")])), &mut d);
+        g.apply("d3", Some(entry("Three", &[])), &mut d);
+        g.set_offset("deltas", 0, 41, &mut d);
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("s");
+        let m = write(&g, &snap, &mut NoProgress).unwrap();
+        assert_eq!(m.rows["documents"], 3);
+        assert_eq!(m.rows["triples"], 3);
+        assert_eq!(m.rows["entities"], 3);
+        assert_eq!(m.offsets["deltas/0"], 41);
+        assert!(write(&g, &snap, &mut NoProgress).is_err(), "never overwrites");
+        let (back, m2) = read(&snap, &mut NoProgress).unwrap();
+        assert_eq!(m2, m);
+        assert_eq!(back.stats(), g.stats());
+        assert_eq!(back.entity("a").unwrap().name, g.entity("a").unwrap().name);
+        assert_eq!(back.doc("d1"), g.doc("d1"));
+    }
+
+    #[test]
+    fn periodic_snapshots_resolve_to_the_latest_and_a_corrupt_one_is_refused() {
+        let mut g = GraphState::new();
+        let mut d = Dirty::default();
+        g.apply("d1", Some(entry("One", &[("a", "r", "b")])), &mut d);
+        let root = tempfile::tempdir().unwrap();
+        assert!(resolve(root.path()).unwrap().is_none());
+        let (first, _) = write_periodic(&g, root.path(), &mut NoProgress).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        g.apply("d2", Some(entry("Two", &[("c", "r", "b")])), &mut d);
+        let (second, _) = write_periodic(&g, root.path(), &mut NoProgress).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(resolve(root.path()).unwrap().unwrap(), second);
+        // tamper with the manifest's digest: the reader refuses
+        let mp = second.join("manifest.json");
+        let mut m: Manifest = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
+        m.stats.digest = "0".repeat(16);
+        std::fs::write(&mp, serde_json::to_vec(&m).unwrap()).unwrap();
+        assert!(read(&second, &mut NoProgress).unwrap_err().to_string().contains("digest"));
+    }
+}
