@@ -19,8 +19,13 @@ use crate::graph::{Change, Dirty, GraphState, GraphStore, TripleKey};
 use crate::runtime::{Operator, Outcome, StartFrom};
 use crate::transport::{Output, Record};
 
-/// The live graph: an immutable version that queries take (an `Arc` clone, never blocking the
-/// writer for longer than a pointer swap) and the writer replaces after each batch.
+/// The live graph: an immutable version that queries take (an `Arc` clone; the lock is held
+/// only for that clone or a pointer swap, never while a query or a write runs) and the writer
+/// replaces after each batch.
+///
+/// The writer keeps two copies (left-right): it applies a batch to the spare copy, swaps it in,
+/// and keeps the version it replaced as the next spare, replaying that batch onto it once no
+/// query holds it any more. Memory is two compact graphs; no full copy is made per batch.
 #[derive(Clone, Default)]
 pub struct LiveGraph(Arc<RwLock<Arc<GraphState>>>);
 
@@ -32,10 +37,21 @@ impl LiveGraph {
     pub fn current(&self) -> Arc<GraphState> {
         self.0.read().unwrap().clone()
     }
-    pub fn publish(&self, g: GraphState) {
-        *self.0.write().unwrap() = Arc::new(g);
+    /// Installs `g` and returns the version it replaced.
+    pub fn swap(&self, g: Arc<GraphState>) -> Arc<GraphState> {
+        std::mem::replace(&mut *self.0.write().unwrap(), g)
     }
 }
+
+/// One step of a batch, kept to replay onto the spare copy.
+enum Step {
+    Apply(String, Option<crate::graph::DocEntry>),
+    Offset(String, i32, i64),
+}
+
+/// How long the writer waits for queries to let go of the spare copy before it copies the
+/// current version instead.
+const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 pub struct KgWriter {
     pub topics: Topics,
@@ -49,17 +65,54 @@ pub struct KgWriter {
     pub start: Option<std::collections::BTreeMap<i32, i64>>,
     next_seq: u64,
     in_flight: Vec<u64>,
+    /// The version before the current one, and the steps that turn it into the current one.
+    spare: Option<(Arc<GraphState>, Vec<Step>)>,
 }
 
 impl KgWriter {
     pub fn new(topics: Topics, graph: LiveGraph, store: Option<GraphStore>, applied: watch::Sender<usize>) -> Self {
-        KgWriter { topics, graph, store, applied, start: None, next_seq: 0, in_flight: Vec::new() }
+        KgWriter { topics, graph, store, applied, start: None, next_seq: 0, in_flight: Vec::new(), spare: None }
+    }
+}
+
+impl KgWriter {
+    /// A private copy equal to the current version: the spare caught up, or a full copy when
+    /// there is no spare yet or a query still holds it.
+    async fn writable(&mut self) -> GraphState {
+        if let Some((mut old, steps)) = self.spare.take() {
+            let deadline = tokio::time::Instant::now() + SPARE_WAIT;
+            loop {
+                match Arc::try_unwrap(old) {
+                    Ok(mut g) => {
+                        let mut scratch = Dirty::default();
+                        for step in steps {
+                            match step {
+                                Step::Apply(doc, entry) => {
+                                    g.apply(&doc, entry, &mut scratch);
+                                }
+                                Step::Offset(t, p, o) => g.set_offset(&t, p, o, &mut scratch),
+                            }
+                        }
+                        return g;
+                    }
+                    Err(still_shared) if tokio::time::Instant::now() < deadline => {
+                        old = still_shared;
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    }
+                    Err(_) => {
+                        tracing::debug!("a reader holds the spare graph copy; copying the current version");
+                        break;
+                    }
+                }
+            }
+        }
+        (*self.graph.current()).clone()
     }
 }
 
 fn resolved(g: &GraphState, t: &TripleKey, names: &std::collections::HashMap<&str, &str>) -> ResolvedTriple {
     let name = |id: &str| {
-        names.get(id).map(|s| s.to_string()).or_else(|| g.entity(id).map(|e| e.name.clone())).unwrap_or_else(|| id.to_string())
+        names.get(id).map(|s| s.to_string()).or_else(|| g.entity(id).map(|e| e.name().to_string())).unwrap_or_else(|| id.to_string())
     };
     ResolvedTriple { subject_id: t.0.clone(), subject: name(&t.0), relation: t.1.clone(), object_id: t.2.clone(), object: name(&t.2) }
 }
@@ -124,7 +177,8 @@ impl Operator for KgWriter {
     }
 
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
-        let mut next = (*self.graph.current()).clone();
+        let mut next = self.writable().await;
+        let mut steps = Vec::with_capacity(batch.len() * 2);
         let mut dirty = Dirty::default();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut outbox = Vec::new();
@@ -137,7 +191,9 @@ impl Operator for KgWriter {
                 if d.doc_id.trim().is_empty() {
                     return Err(StageError::user("graph delta has an empty doc_id"));
                 }
-                let change = next.apply(&d.doc_id, GraphState::entry_of(&d), &mut dirty);
+                let entry = GraphState::entry_of(&d);
+                let change = next.apply(&d.doc_id, entry.clone(), &mut dirty);
+                steps.push(Step::Apply(d.doc_id.clone(), entry));
                 match (change, &self.store) {
                     (Some(c), Some(_)) if !c.is_empty() => {
                         let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset };
@@ -150,6 +206,7 @@ impl Operator for KgWriter {
                     _ => Ok(vec![]),
                 }
             });
+            steps.push(Step::Offset(r.topic.clone(), r.partition, r.offset));
             // A bad record is consumed too: its offset moves with the batch.
             next.set_offset(&r.topic, r.partition, r.offset, &mut dirty);
             outcomes.push(outcome);
@@ -161,7 +218,8 @@ impl Operator for KgWriter {
         // them from the outbox.
         self.in_flight.extend(outbox.iter().map(|(s, _)| *s));
         let docs = next.document_count();
-        self.graph.publish(next);
+        let old = self.graph.swap(Arc::new(next));
+        self.spare = Some((old, steps));
         self.applied.send_replace(docs);
         Ok(outcomes)
     }

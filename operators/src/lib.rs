@@ -11,6 +11,7 @@
 //! - [`graph`]: the knowledge graph in memory ([`graph::GraphState`]) and in sled
 //!   ([`graph::GraphStore`]); [`kg_writer`] applies graph deltas to both, idempotently.
 //! - [`query`]: question -> seeds -> personalized PageRank -> IDF-weighted documents -> answer.
+//! - [`replay`]: catching a graph up from its offsets through the graph-deltas topic.
 //! - [`snapshot`]: Parquet snapshots of the graph and the reader that rebuilds it.
 //! - [`config`]: topic names and limits shared by all stages.
 
@@ -23,6 +24,7 @@ pub mod normalize;
 pub mod openie;
 pub mod query;
 pub mod resolve;
+pub mod replay;
 pub mod runtime;
 pub mod snapshot;
 pub mod transport;

@@ -102,10 +102,11 @@ pub fn seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
     // Fallback: score entities by the inverse frequency of the content words they share.
     let mut score: HashMap<&str, f64> = HashMap::new();
     for w in ws.iter().filter(|w| !QUESTION_STOP.contains(w)) {
-        if let Some(ents) = g.entities_with_word(w) {
+        let ents = g.entities_with_word(w);
+        if !ents.is_empty() {
             let idf = 1.0 / ents.len() as f64;
             for e in ents {
-                *score.entry(e.as_str()).or_default() += idf;
+                *score.entry(e).or_default() += idf;
             }
         }
     }
@@ -118,14 +119,14 @@ pub fn seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
 }
 
 /// The entities within `hops` of the seeds, breadth first, at most `max_nodes`.
-fn neighbourhood<'g>(g: &'g GraphState, seeds: &[&'g String], hops: usize, max_nodes: usize) -> Vec<&'g String> {
-    let mut seen: HashSet<&String> = seeds.iter().copied().collect();
-    let mut order: Vec<&String> = seeds.to_vec();
+fn neighbourhood<'g>(g: &'g GraphState, seeds: &[&'g str], hops: usize, max_nodes: usize) -> Vec<&'g str> {
+    let mut seen: HashSet<&str> = seeds.iter().copied().collect();
+    let mut order: Vec<&str> = seeds.to_vec();
     let mut frontier = order.clone();
     for _ in 0..hops {
         let mut next = Vec::new();
         for u in frontier {
-            let mut nb: Vec<&String> = g.neighbours(u).map(|(v, _)| v).collect();
+            let mut nb: Vec<&str> = g.neighbours(u).map(|(v, _)| v).collect();
             nb.sort_unstable(); // deterministic whichever way the map iterates
             for v in nb {
                 if order.len() >= max_nodes {
@@ -146,15 +147,15 @@ fn neighbourhood<'g>(g: &'g GraphState, seeds: &[&'g String], hops: usize, max_n
 /// damping 0.5 the mass beyond a few hops is negligible), by power iteration on a petgraph;
 /// dangling mass returns to the seeds. Returns a score per entity id with a non-zero score.
 pub fn personalized_pagerank(g: &GraphState, seeds: &[String], p: &PprParams) -> HashMap<String, f64> {
-    let seed_refs: Vec<&String> = seeds.iter().filter_map(|s| g.entity(s).map(|_| s)).collect();
+    let seed_refs: Vec<&str> = seeds.iter().filter_map(|s| g.entity(s).map(|e| e.id())).collect();
     if seed_refs.is_empty() {
         return HashMap::new();
     }
     let nodes = neighbourhood(g, &seed_refs, p.hops, p.max_nodes);
-    let mut index: HashMap<&String, NodeIndex> = HashMap::with_capacity(nodes.len());
-    let mut graph: UnGraph<&String, f64> = UnGraph::with_capacity(nodes.len(), nodes.len() * 4);
+    let mut index: HashMap<&str, NodeIndex> = HashMap::with_capacity(nodes.len());
+    let mut graph: UnGraph<&str, f64> = UnGraph::with_capacity(nodes.len(), nodes.len() * 4);
     for n in &nodes {
-        index.insert(*n, graph.add_node(*n));
+        index.insert(n, graph.add_node(n));
     }
     for n in &nodes {
         for (v, w) in g.neighbours(n) {
@@ -202,7 +203,7 @@ pub fn personalized_pagerank(g: &GraphState, seeds: &[String], p: &PprParams) ->
             break;
         }
     }
-    graph.node_indices().filter(|i| rank[i.index()] > 0.0).map(|i| (graph[i].clone(), rank[i.index()])).collect()
+    graph.node_indices().filter(|i| rank[i.index()] > 0.0).map(|i| (graph[i].to_string(), rank[i.index()])).collect()
 }
 
 /// The top `k` entities by score, best first (ties by id, for determinism).
@@ -219,9 +220,9 @@ pub fn rank_documents(g: &GraphState, entities: &[(String, f64)], top_k: usize) 
     let mut score: HashMap<&str, (f64, f64)> = HashMap::new();
     for (e, s) in entities {
         let Some(entry) = g.entity(e) else { continue };
-        let idf = 1.0 / entry.docs.len().max(1) as f64;
-        for d in &entry.docs {
-            let x = score.entry(d.as_str()).or_default();
+        let idf = 1.0 / entry.df().max(1) as f64;
+        for d in entry.docs() {
+            let x = score.entry(d).or_default();
             x.0 += idf;
             x.1 += s;
         }
@@ -233,7 +234,7 @@ pub fn rank_documents(g: &GraphState, entities: &[(String, f64)], top_k: usize) 
         .take(top_k)
         .map(|(d, (s, _))| ScoredDocument {
             id: d.to_string(),
-            title: g.doc(d).map(|x| x.title.clone()).unwrap_or_default(),
+            title: g.doc(d).map(|x| x.title().to_string()).unwrap_or_default(),
             score: s,
         })
         .collect()
@@ -246,11 +247,11 @@ pub fn supporting_triples(g: &GraphState, docs: &[ScoredDocument], top: &[(Strin
     let mut out: Vec<(f64, Triple)> = Vec::new();
     for d in docs {
         let Some(entry) = g.doc(&d.id) else { continue };
-        for t in &entry.triples {
-            if let (Some(a), Some(b)) = (score.get(t.0.as_str()), score.get(t.2.as_str())) {
-                if seen.insert(t.clone()) {
-                    let name = |id: &str| g.entity(id).map(|e| e.name.clone()).unwrap_or_else(|| id.to_string());
-                    out.push((a + b, Triple { subject: name(&t.0), relation: t.1.clone(), object: name(&t.2) }));
+        for t in entry.triples() {
+            if let (Some(a), Some(b)) = (score.get(t.0), score.get(t.2)) {
+                if seen.insert(t) {
+                    let name = |id: &str| g.entity(id).map(|e| e.name().to_string()).unwrap_or_else(|| id.to_string());
+                    out.push((a + b, Triple { subject: name(t.0), relation: t.1.to_string(), object: name(t.2) }));
                 }
             }
         }
@@ -274,7 +275,7 @@ impl Retriever {
                 let top = top_entities(&scores, p.top_entities);
                 let documents = rank_documents(g, &top, top_k);
                 let triples = supporting_triples(g, &documents, &top, 10);
-                let seeds = seed_ids.iter().map(|s| g.entity(s).map(|e| e.name.clone()).unwrap_or_else(|| s.clone())).collect();
+                let seeds = seed_ids.iter().map(|s| g.entity(s).map(|e| e.name().to_string()).unwrap_or_else(|| s.clone())).collect();
                 Retrieved { seeds, documents, triples }
             }
         }

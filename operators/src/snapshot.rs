@@ -21,7 +21,10 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 use streamrag_schemas::arrow as tables;
 
-use crate::graph::{DocEntry, Dirty, GraphState, GraphStats, TripleKey};
+use crate::graph::{DocEntry, DocView, Dirty, GraphState, GraphStats, TripleKey};
+
+/// (subject id, relation, object id).
+type StrTriple<'a> = (&'a str, &'a str, &'a str);
 
 /// Rows per record batch written.
 const BATCH_ROWS: usize = 64 * 1024;
@@ -74,10 +77,10 @@ pub struct Manifest {
     pub stats: GraphStats,
 }
 
-/// A stable id for a triple: FNV-1a 64 of its key, hex.
-pub fn triple_id(t: &TripleKey) -> String {
+/// A stable id for a triple: FNV-1a 64 of (subject id, relation, object id), hex.
+pub fn triple_id(t: (&str, &str, &str)) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
-    for part in [&t.0, &t.1, &t.2] {
+    for part in [t.0, t.1, t.2] {
         for b in part.bytes().chain(std::iter::once(0xff)) {
             h ^= b as u64;
             h = h.wrapping_mul(0x100000001b3);
@@ -122,20 +125,24 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
 
-    let mut entities: Vec<(&String, &crate::graph::EntityEntry)> = g.entities().collect();
-    entities.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut triples: Vec<(&TripleKey, &crate::graph::TripleEntry)> = g.triples().collect();
-    triples.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut docs: Vec<(&String, &DocEntry)> = g.docs().collect();
-    docs.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mentions: Vec<(&str, &str, &str)> = docs
-        .iter()
-        .flat_map(|(d, e)| e.entities.iter().map(move |(id, name)| (id.as_str(), d.as_str(), name.as_str())))
+    let mut entities: Vec<(&str, &str, u64)> = g.entities().map(|e| (e.id(), e.name(), e.df() as u64)).collect();
+    entities.sort_unstable();
+    let mut triples: Vec<(StrTriple<'_>, Vec<&str>)> = g
+        .triples()
+        .map(|t| {
+            let mut s: Vec<&str> = t.support().collect();
+            s.sort_unstable();
+            (t.key(), s)
+        })
         .collect();
+    triples.sort_unstable();
+    let mut docs: Vec<DocView<'_>> = g.docs().collect();
+    docs.sort_unstable_by_key(|d| d.id());
+    let mentions: Vec<(&str, &str, &str)> = docs.iter().flat_map(|d| d.entities().map(move |(e, n)| (e, d.id(), n))).collect();
     let total = (entities.len() + triples.len() + docs.len() + mentions.len()) as u64;
     progress.start("snapshot", total);
 
-    let name_of = |id: &str| g.entity(id).map(|e| e.name.as_str()).unwrap_or("");
+    let name_of = |id: &str| g.entity(id).map(|e| e.name()).unwrap_or("");
     let mut rows = BTreeMap::new();
     let mut files = BTreeMap::new();
     for (table, _) in tables::tables() {
@@ -144,9 +151,9 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
     let n = write_table(&tmp.join("entities.parquet"), tables::entities(), entities.len(), |r| {
         let s = &entities[r];
         vec![
-            strings(s.iter().map(|(id, _)| id.as_str())),
-            strings(s.iter().map(|(_, e)| e.name.as_str())),
-            Arc::new(UInt64Array::from_iter_values(s.iter().map(|(_, e)| e.docs.len() as u64))),
+            strings(s.iter().map(|e| e.0)),
+            strings(s.iter().map(|e| e.1)),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|e| e.2))),
         ]
     }, progress)?;
     rows.insert("entities".to_string(), n);
@@ -154,19 +161,20 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
         let s = &triples[r];
         let mut support = ListBuilder::new(StringBuilder::new())
             .with_field(Arc::new(arrow_schema::Field::new("item", arrow_schema::DataType::Utf8, false)));
-        for (_, e) in s {
-            for d in &e.support {
+        for (_, docs) in s {
+            for d in docs {
                 support.values().append_value(d);
             }
             support.append(true);
         }
+        let ids: Vec<String> = s.iter().map(|(k, _)| triple_id(*k)).collect();
         vec![
-            strings(s.iter().map(|(k, _)| triple_id(k)).collect::<Vec<_>>().iter().map(String::as_str)),
-            strings(s.iter().map(|(k, _)| k.0.as_str())),
-            strings(s.iter().map(|(k, _)| name_of(&k.0))),
-            strings(s.iter().map(|(k, _)| k.1.as_str())),
-            strings(s.iter().map(|(k, _)| k.2.as_str())),
-            strings(s.iter().map(|(k, _)| name_of(&k.2))),
+            strings(ids.iter().map(String::as_str)),
+            strings(s.iter().map(|(k, _)| k.0)),
+            strings(s.iter().map(|(k, _)| name_of(k.0))),
+            strings(s.iter().map(|(k, _)| k.1)),
+            strings(s.iter().map(|(k, _)| k.2)),
+            strings(s.iter().map(|(k, _)| name_of(k.2))),
             Arc::new(support.finish()),
         ]
     }, progress)?;
@@ -174,10 +182,10 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
     let n = write_table(&tmp.join("documents.parquet"), tables::documents(), docs.len(), |r| {
         let s = &docs[r];
         vec![
-            strings(s.iter().map(|(id, _)| id.as_str())),
-            strings(s.iter().map(|(_, d)| d.title.as_str())),
-            Arc::new(UInt64Array::from_iter_values(s.iter().map(|(_, d)| d.entities.len() as u64))),
-            Arc::new(UInt64Array::from_iter_values(s.iter().map(|(_, d)| d.triples.len() as u64))),
+            strings(s.iter().map(|d| d.id())),
+            strings(s.iter().map(|d| d.title())),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|d| d.entities().count() as u64))),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|d| d.triple_count() as u64))),
         ]
     }, progress)?;
     rows.insert("documents".to_string(), n);
@@ -266,7 +274,8 @@ fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, Snapshot
 /// manifest's digest.
 pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Manifest), SnapshotError> {
     let m = read_manifest(dir)?;
-    progress.start("replay", m.rows.values().sum());
+    // the entities table is derived (names, frequencies): the other three rebuild the graph
+    progress.start("replay", m.rows.iter().filter(|(t, _)| *t != "entities").map(|(_, n)| n).sum());
     let mut docs: HashMap<String, DocEntry> = HashMap::new();
     read_table(dir, &m.files["documents"], |b| {
         let (id, title) = (col::<StringArray>(b, "doc_id")?, col::<StringArray>(b, "title")?);
@@ -297,14 +306,6 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
         }
         Ok(())
     }, progress)?;
-    let mut names: Vec<(String, String)> = Vec::new();
-    read_table(dir, &m.files["entities"], |b| {
-        let (id, name) = (col::<StringArray>(b, "entity_id")?, col::<StringArray>(b, "name")?);
-        for i in 0..b.num_rows() {
-            names.push((id.value(i).to_string(), name.value(i).to_string()));
-        }
-        Ok(())
-    }, progress)?;
     let mut g = GraphState::new();
     let mut scratch = Dirty::default();
     let mut ids: Vec<String> = docs.keys().cloned().collect();
@@ -312,9 +313,6 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
     for id in ids {
         let entry = docs.remove(&id).expect("listed");
         g.apply(&id, Some(entry), &mut scratch);
-    }
-    for (id, name) in names {
-        g.set_entity_name(&id, &name);
     }
     for (k, v) in &m.offsets {
         g.restore_offset(k.clone(), *v);
@@ -364,8 +362,8 @@ mod tests {
         let (back, m2) = read(&snap, &mut NoProgress).unwrap();
         assert_eq!(m2, m);
         assert_eq!(back.stats(), g.stats());
-        assert_eq!(back.entity("a").unwrap().name, g.entity("a").unwrap().name);
-        assert_eq!(back.doc("d1"), g.doc("d1"));
+        assert_eq!(back.entity("a").unwrap().name(), g.entity("a").unwrap().name());
+        assert_eq!(back.doc("d1").unwrap().to_entry(), g.doc("d1").unwrap().to_entry());
     }
 
     #[test]

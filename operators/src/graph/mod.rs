@@ -6,5 +6,5 @@
 mod state;
 mod store;
 
-pub use state::{canonical_relation, Change, DocEntry, Dirty, EntityEntry, GraphState, GraphStats, TripleEntry, TripleKey};
+pub use state::{canonical_relation, Change, DocEntry, DocView, Dirty, EntityView, GraphState, GraphStats, TripleKey, TripleView};
 pub use store::{GraphStore, StoreError};

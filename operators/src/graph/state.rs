@@ -1,7 +1,16 @@
+//! The graph in memory, compact: entity, document and relation ids are interned to `u32`, a
+//! triple is three of those, support and mention lists are small vectors. About 150 bytes per
+//! triple instead of the ~4 KB of string-keyed persistent maps (`streamrag bench graph`).
+//!
+//! An entity's display name is the name used by the smallest (by id) document that mentions
+//! it, so it does not depend on arrival order: a rebuild from the documents alone, in any
+//! order, gives the same graph, names included.
+
 use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 
-use imbl::{HashMap as PMap, HashSet as PSet, OrdSet};
 use serde::{Deserialize, Serialize};
 use streamrag_schemas::{DocOp, GraphDelta, GraphVersion};
 
@@ -11,12 +20,15 @@ use crate::normalize::{normalize, words};
 /// its canonical form (trimmed, lower case, single spaces).
 pub type TripleKey = (String, String, String);
 
+type Ix = u32;
+type TIx = (Ix, Ix, Ix);
+
 /// Canonical form of a relation phrase.
 pub fn canonical_relation(r: &str) -> String {
     r.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
-/// What one live document contributes.
+/// What one live document contributes (the form the store and deltas use).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocEntry {
     pub title: String,
@@ -25,28 +37,10 @@ pub struct DocEntry {
     pub triples: BTreeSet<TripleKey>,
 }
 
-/// A live entity.
-#[derive(Debug, Clone)]
-pub struct EntityEntry {
-    pub name: String,
-    /// Documents that mention it; its document frequency is `docs.len()`.
-    pub docs: PSet<String>,
-}
-
-/// A live triple and the documents that support it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TripleEntry {
-    pub support: OrdSet<String>,
-}
-
 /// Keys changed since the last persist, for the store to write.
 #[derive(Debug, Default)]
 pub struct Dirty {
     pub docs: BTreeSet<String>,
-    pub entities: BTreeSet<String>,
-    pub triples: BTreeSet<TripleKey>,
-    pub support: BTreeSet<(TripleKey, String)>,
-    pub mentions: BTreeSet<(String, String)>,
     pub offsets: BTreeSet<String>,
 }
 
@@ -85,31 +79,197 @@ pub struct GraphStats {
     pub support: usize,
     /// Sum over entities of their document frequency.
     pub mentions: usize,
-    /// FNV-1a over the sorted triples with their support, the entities with their documents,
-    /// and the documents with their titles.
+    /// FNV-1a over the sorted triples with their support, the entities with their names and
+    /// documents, and the documents with their titles.
     pub digest: String,
     pub version: GraphVersion,
 }
 
-/// The whole graph in memory, in persistent (structurally shared) maps: cloning a version is
-/// O(1), so the writer builds the next version while queries read the current one, and a
-/// snapshot writes a version without holding any lock.
+#[derive(Debug, Clone)]
+struct Entity {
+    id: Arc<str>,
+    /// The document whose name for the entity is displayed (the smallest id).
+    name_doc: Ix,
+    docs: Vec<Ix>,
+    /// Neighbour -> number of live triples between the two (a self-loop counts once).
+    adj: HashMap<Ix, u32>,
+}
+
+#[derive(Debug, Clone)]
+struct Doc {
+    id: Arc<str>,
+    title: Box<str>,
+    /// Sorted by entity index.
+    entities: Vec<(Ix, Box<str>)>,
+    /// Sorted.
+    triples: Vec<TIx>,
+}
+
+impl Doc {
+    fn name_of(&self, e: Ix) -> Option<&str> {
+        self.entities.binary_search_by_key(&e, |x| x.0).ok().map(|i| &*self.entities[i].1)
+    }
+}
+
+/// Interned strings with reusable slots.
+#[derive(Debug, Clone)]
+struct Slots<T> {
+    ix: HashMap<Arc<str>, Ix>,
+    items: Vec<Option<T>>,
+    free: Vec<Ix>,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots { ix: HashMap::default(), items: Vec::new(), free: Vec::new() }
+    }
+}
+
+impl<T> Slots<T> {
+    fn get(&self, id: &str) -> Option<Ix> {
+        self.ix.get(id).copied()
+    }
+    fn at(&self, i: Ix) -> &T {
+        self.items[i as usize].as_ref().expect("live slot")
+    }
+    fn at_mut(&mut self, i: Ix) -> &mut T {
+        self.items[i as usize].as_mut().expect("live slot")
+    }
+    fn insert(&mut self, id: Arc<str>, item: T) -> Ix {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.items[i as usize] = Some(item);
+                i
+            }
+            None => {
+                self.items.push(Some(item));
+                (self.items.len() - 1) as Ix
+            }
+        };
+        self.ix.insert(id, i);
+        i
+    }
+    fn remove(&mut self, id: &str) -> Option<T> {
+        let i = self.ix.remove(id)?;
+        self.free.push(i);
+        self.items[i as usize].take()
+    }
+    fn len(&self) -> usize {
+        self.ix.len()
+    }
+    fn iter(&self) -> impl Iterator<Item = (Ix, &T)> {
+        self.items.iter().enumerate().filter_map(|(i, x)| x.as_ref().map(|x| (i as Ix, x)))
+    }
+}
+
+/// The whole graph in memory.
 #[derive(Debug, Clone, Default)]
 pub struct GraphState {
-    docs: PMap<String, Arc<DocEntry>>,
-    entities: PMap<String, EntityEntry>,
-    triples: PMap<TripleKey, TripleEntry>,
-    /// Entity graph: entity -> neighbour -> number of live triples between them (either
-    /// direction; a self-loop counts once).
-    adj: PMap<String, PMap<String, u32>>,
-    /// Normalised word -> entities whose name contains it (for fuzzy seed linking).
-    words: PMap<String, PSet<String>>,
+    ents: Slots<Entity>,
+    docs: Slots<Doc>,
+    rel_ix: HashMap<Arc<str>, Ix>,
+    rels: Vec<Arc<str>>,
+    /// Triple -> supporting documents.
+    triples: HashMap<TIx, Vec<Ix>>,
+    /// Normalised word -> entities whose (displayed) name contains it.
+    words: HashMap<Box<str>, HashSet<Ix>>,
     /// `"topic/partition"` -> last applied offset.
     offsets: BTreeMap<String, i64>,
 }
 
 fn offset_key(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")
+}
+
+/// A live entity.
+#[derive(Clone, Copy)]
+pub struct EntityView<'g> {
+    g: &'g GraphState,
+    ix: Ix,
+}
+
+impl<'g> EntityView<'g> {
+    fn e(&self) -> &'g Entity {
+        self.g.ents.at(self.ix)
+    }
+    pub fn id(&self) -> &'g str {
+        &self.e().id
+    }
+    pub fn name(&self) -> &'g str {
+        self.g.docs.at(self.e().name_doc).name_of(self.ix).unwrap_or(&self.e().id)
+    }
+    /// Ids of the documents that mention it.
+    pub fn docs(&self) -> impl Iterator<Item = &'g str> + 'g {
+        let g = self.g;
+        self.e().docs.iter().map(move |d| &*g.docs.at(*d).id)
+    }
+    /// Its document frequency.
+    pub fn df(&self) -> usize {
+        self.e().docs.len()
+    }
+}
+
+/// A live document.
+#[derive(Clone, Copy)]
+pub struct DocView<'g> {
+    g: &'g GraphState,
+    ix: Ix,
+}
+
+impl<'g> DocView<'g> {
+    fn d(&self) -> &'g Doc {
+        self.g.docs.at(self.ix)
+    }
+    pub fn id(&self) -> &'g str {
+        &self.d().id
+    }
+    pub fn title(&self) -> &'g str {
+        &self.d().title
+    }
+    /// (entity id, the name this document used).
+    pub fn entities(&self) -> impl Iterator<Item = (&'g str, &'g str)> + 'g {
+        let g = self.g;
+        self.d().entities.iter().map(move |(e, n)| (&*g.ents.at(*e).id, &**n))
+    }
+    /// Its triples as (subject id, relation, object id).
+    pub fn triples(&self) -> impl Iterator<Item = (&'g str, &'g str, &'g str)> + 'g {
+        let g = self.g;
+        self.d().triples.iter().map(move |t| g.triple_strs(t))
+    }
+    pub fn triple_count(&self) -> usize {
+        self.d().triples.len()
+    }
+    /// The store's form of this document.
+    pub fn to_entry(&self) -> DocEntry {
+        DocEntry {
+            title: self.title().to_string(),
+            entities: self.entities().map(|(i, n)| (i.to_string(), n.to_string())).collect(),
+            triples: self.triples().map(|(s, r, o)| (s.to_string(), r.to_string(), o.to_string())).collect(),
+        }
+    }
+}
+
+/// A live triple.
+#[derive(Clone, Copy)]
+pub struct TripleView<'g> {
+    g: &'g GraphState,
+    key: &'g TIx,
+    support: &'g [Ix],
+}
+
+impl<'g> TripleView<'g> {
+    /// (subject id, relation, object id).
+    pub fn key(&self) -> (&'g str, &'g str, &'g str) {
+        self.g.triple_strs(self.key)
+    }
+    /// Ids of the supporting documents.
+    pub fn support(&self) -> impl Iterator<Item = &'g str> + 'g {
+        let g = self.g;
+        self.support.iter().map(move |d| &*g.docs.at(*d).id)
+    }
+    pub fn support_count(&self) -> usize {
+        self.support.len()
+    }
 }
 
 impl GraphState {
@@ -168,91 +328,198 @@ impl GraphState {
             .collect()
     }
 
+    fn triple_strs(&self, t: &TIx) -> (&str, &str, &str) {
+        (&self.ents.at(t.0).id, &self.rels[t.1 as usize], &self.ents.at(t.2).id)
+    }
+
+    fn triple_key(&self, t: &TIx) -> TripleKey {
+        let (s, r, o) = self.triple_strs(t);
+        (s.to_string(), r.to_string(), o.to_string())
+    }
+
+    fn relation(&mut self, r: &str) -> Ix {
+        if let Some(&i) = self.rel_ix.get(r) {
+            return i;
+        }
+        let a: Arc<str> = Arc::from(r);
+        self.rels.push(a.clone());
+        let i = (self.rels.len() - 1) as Ix;
+        self.rel_ix.insert(a, i);
+        i
+    }
+
     /// Replaces what `doc_id` supports by `entry` (None: deletes the document) and returns
     /// what changed in the graph; None when the document already had exactly this content.
     pub fn apply(&mut self, doc_id: &str, entry: Option<DocEntry>, dirty: &mut Dirty) -> Option<Change> {
-        let old = self.docs.get(doc_id).cloned();
-        if old.as_deref() == entry.as_ref() {
+        let old_ix = self.docs.get(doc_id);
+        if let (Some(i), Some(e)) = (old_ix, &entry) {
+            if (DocView { g: self, ix: i }).to_entry() == *e {
+                return None;
+            }
+        }
+        if old_ix.is_none() && entry.is_none() {
             return None;
         }
         let mut change = Change::default();
-        self.docs.remove(doc_id);
-        let empty_e = BTreeMap::new();
-        let empty_t = BTreeSet::new();
-        let (old_e, old_t) = old.as_deref().map(|o| (&o.entities, &o.triples)).unwrap_or((&empty_e, &empty_t));
-        let (new_e, new_t) = entry.as_ref().map(|n| (&n.entities, &n.triples)).unwrap_or((&empty_e, &empty_t));
-        for t in old_t.difference(new_t) {
-            self.unsupport(t, doc_id, dirty, &mut change);
+        let old = old_ix.map(|i| self.docs.at(i).clone());
+        let old_ents: Vec<Ix> = old.as_ref().map(|d| d.entities.iter().map(|e| e.0).collect()).unwrap_or_default();
+        let old_triples: Vec<TIx> = old.as_ref().map(|d| d.triples.clone()).unwrap_or_default();
+        // The document slot: kept through the update (its index is referenced by support
+        // lists), created for a new document, freed after a deletion.
+        let d = match (old_ix, &entry) {
+            (Some(i), _) => i,
+            (None, Some(e)) => {
+                let id: Arc<str> = Arc::from(doc_id);
+                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), entities: vec![], triples: vec![] })
+            }
+            (None, None) => unreachable!("handled above"),
+        };
+        // New entities first (so triples can reference them), with this document's names.
+        let mut new_ents: Vec<(Ix, Box<str>)> = Vec::new();
+        let mut new_triples: Vec<TIx> = Vec::new();
+        if let Some(e) = &entry {
+            for (id, name) in &e.entities {
+                let ix = match self.ents.get(id) {
+                    Some(ix) => ix,
+                    None => {
+                        let a: Arc<str> = Arc::from(id.as_str());
+                        let ix = self.ents.insert(a.clone(), Entity { id: a, name_doc: d, docs: vec![], adj: HashMap::default() });
+                        change.entities_added.push((id.clone(), name.clone()));
+                        ix
+                    }
+                };
+                new_ents.push((ix, name.as_str().into()));
+            }
+            new_ents.sort_unstable_by_key(|x| x.0);
+            for (s, r, o) in &e.triples {
+                let (Some(si), Some(oi)) = (self.ents.get(s), self.ents.get(o)) else { continue };
+                let ri = self.relation(r);
+                new_triples.push((si, ri, oi));
+            }
+            new_triples.sort_unstable();
+            new_triples.dedup();
         }
-        for (id, name) in new_e {
-            if !old_e.contains_key(id) {
-                self.mention(id, name, doc_id, dirty, &mut change);
+        // Install the new content before touching names, so name lookups see it.
+        {
+            let doc = self.docs.at_mut(d);
+            if let Some(e) = &entry {
+                doc.title = e.title.clone().into();
+            }
+            doc.entities = new_ents.clone();
+            doc.triples = new_triples.clone();
+        }
+        for t in old_triples.iter().filter(|t| new_triples.binary_search(t).is_err()) {
+            self.unsupport(t, d, &mut change);
+        }
+        for t in new_triples.iter().filter(|t| old_triples.binary_search(t).is_err()) {
+            self.support(t, d, &mut change);
+        }
+        let new_ix: Vec<Ix> = new_ents.iter().map(|x| x.0).collect();
+        let mut old_sorted = old_ents.clone();
+        old_sorted.sort_unstable();
+        for &e in new_ix.iter().filter(|e| old_sorted.binary_search(e).is_err()) {
+            self.mention(e, d);
+        }
+        // A name may change where this document names the entity differently.
+        for &e in new_ix.iter().filter(|e| old_sorted.binary_search(e).is_ok()) {
+            if self.ents.at(e).name_doc == d {
+                let old_name = old.as_ref().and_then(|o| o.name_of(e)).map(str::to_string);
+                if let Some(n) = old_name {
+                    self.rename(e, &n);
+                }
             }
         }
-        for t in new_t.difference(old_t) {
-            self.support(t, doc_id, dirty, &mut change);
+        for &e in old_sorted.iter().filter(|e| new_ix.binary_search(e).is_err()) {
+            let old_name = old.as_ref().and_then(|o| o.name_of(e)).unwrap_or("").to_string();
+            self.unmention(e, d, &old_name, &mut change);
         }
-        for id in old_e.keys() {
-            if !new_e.contains_key(id) {
-                self.unmention(id, doc_id, dirty, &mut change);
-            }
-        }
-        if let Some(e) = entry {
-            self.docs.insert(doc_id.to_string(), Arc::new(e));
+        if entry.is_none() {
+            self.docs.remove(doc_id);
         }
         dirty.docs.insert(doc_id.to_string());
+        change.asserted.sort();
+        change.retracted.sort();
         Some(change)
     }
 
-    fn index_words(&mut self, id: &str, name: &str, add: bool) {
+    fn index_words(&mut self, e: Ix, name: &str, add: bool) {
         for w in words(&normalize(name)) {
             if add {
-                self.words.entry(w.to_string()).or_default().insert(id.to_string());
-            } else if let Some(set) = self.words.get_mut(w) {
-                set.remove(id);
-                if set.is_empty() {
+                self.words.entry(w.into()).or_default().insert(e);
+            } else if let Some(v) = self.words.get_mut(w) {
+                v.remove(&e);
+                if v.is_empty() {
                     self.words.remove(w);
                 }
             }
         }
     }
 
-    fn mention(&mut self, id: &str, name: &str, doc: &str, dirty: &mut Dirty, change: &mut Change) {
-        if !self.entities.contains_key(id) {
-            self.index_words(id, name, true);
-            self.entities.insert(id.to_string(), EntityEntry { name: name.to_string(), docs: PSet::new() });
-            change.entities_added.push((id.to_string(), name.to_string()));
-            dirty.entities.insert(id.to_string());
-        }
-        self.entities.get_mut(id).expect("inserted above").docs.insert(doc.to_string());
-        dirty.mentions.insert((id.to_string(), doc.to_string()));
+    fn display_name(&self, e: Ix) -> String {
+        EntityView { g: self, ix: e }.name().to_string()
     }
 
-    fn unmention(&mut self, id: &str, doc: &str, dirty: &mut Dirty, change: &mut Change) {
-        let Some(e) = self.entities.get_mut(id) else { return };
-        e.docs.remove(doc);
-        dirty.mentions.insert((id.to_string(), doc.to_string()));
-        if e.docs.is_empty() {
-            let e = self.entities.remove(id).expect("present");
-            self.index_words(id, &e.name, false);
-            change.entities_removed.push((id.to_string(), e.name));
-            dirty.entities.insert(id.to_string());
+    /// Re-derives the display name of `e` after its naming document changed; `old_name` is
+    /// the name it had.
+    fn rename(&mut self, e: Ix, old_name: &str) {
+        let new = self.display_name(e);
+        if new != old_name {
+            self.index_words(e, old_name, false);
+            self.index_words(e, &new, true);
         }
     }
 
-    fn bump_edge(&mut self, a: &str, b: &str, up: bool) {
+    fn mention(&mut self, e: Ix, d: Ix) {
+        let ent = self.ents.at(e);
+        let first = ent.docs.is_empty();
+        let old_name = if first { None } else { Some(self.display_name(e)) };
+        let takes_name = first || *self.docs.at(d).id < *self.docs.at(ent.name_doc).id;
+        let ent = self.ents.at_mut(e);
+        ent.docs.push(d);
+        if takes_name {
+            ent.name_doc = d;
+        }
+        match old_name {
+            None => {
+                let n = self.display_name(e);
+                self.index_words(e, &n, true);
+            }
+            Some(o) if takes_name => self.rename(e, &o),
+            Some(_) => {}
+        }
+    }
+
+    fn unmention(&mut self, e: Ix, d: Ix, name_in_d: &str, change: &mut Change) {
+        let ent = self.ents.at_mut(e);
+        if let Some(p) = ent.docs.iter().position(|x| *x == d) {
+            ent.docs.swap_remove(p);
+        }
+        if ent.docs.is_empty() {
+            let id = ent.id.clone();
+            let shown = if ent.name_doc == d { name_in_d.to_string() } else { self.display_name(e) };
+            self.index_words(e, &shown, false);
+            self.ents.remove(&id);
+            change.entities_removed.push((id.to_string(), shown));
+            return;
+        }
+        if ent.name_doc == d {
+            let docs = &self.docs;
+            let next = *ent.docs.iter().min_by(|a, b| docs.at(**a).id.cmp(&docs.at(**b).id)).expect("non-empty");
+            ent.name_doc = next;
+            self.rename(e, name_in_d);
+        }
+    }
+
+    fn bump_edge(&mut self, a: Ix, b: Ix, up: bool) {
         for (x, y) in [(a, b), (b, a)] {
-            let nb = self.adj.entry(x.to_string()).or_default();
+            let adj = &mut self.ents.at_mut(x).adj;
             if up {
-                *nb.entry(y.to_string()).or_insert(0) += 1;
-            } else if let Some(c) = nb.get_mut(y) {
+                *adj.entry(y).or_insert(0) += 1;
+            } else if let Some(c) = adj.get_mut(&y) {
                 *c -= 1;
                 if *c == 0 {
-                    nb.remove(y);
+                    adj.remove(&y);
                 }
-            }
-            if nb.is_empty() {
-                self.adj.remove(x);
             }
             if a == b {
                 break;
@@ -260,79 +527,68 @@ impl GraphState {
         }
     }
 
-    fn support(&mut self, t: &TripleKey, doc: &str, dirty: &mut Dirty, change: &mut Change) {
-        let entry = self.triples.entry(t.clone()).or_insert_with(|| TripleEntry { support: OrdSet::new() });
-        let new = entry.support.is_empty();
-        entry.support.insert(doc.to_string());
+    fn support(&mut self, t: &TIx, d: Ix, change: &mut Change) {
+        let s = self.triples.entry(*t).or_default();
+        let new = s.is_empty();
+        s.push(d);
         if new {
-            self.bump_edge(&t.0, &t.2, true);
-            change.asserted.push(t.clone());
-            dirty.triples.insert(t.clone());
+            self.bump_edge(t.0, t.2, true);
+            change.asserted.push(self.triple_key(t));
         }
-        dirty.support.insert((t.clone(), doc.to_string()));
     }
 
-    fn unsupport(&mut self, t: &TripleKey, doc: &str, dirty: &mut Dirty, change: &mut Change) {
-        let Some(entry) = self.triples.get_mut(t) else { return };
-        entry.support.remove(doc);
-        dirty.support.insert((t.clone(), doc.to_string()));
-        if entry.support.is_empty() {
+    fn unsupport(&mut self, t: &TIx, d: Ix, change: &mut Change) {
+        let Some(s) = self.triples.get_mut(t) else { return };
+        if let Some(p) = s.iter().position(|x| *x == d) {
+            s.swap_remove(p);
+        }
+        if s.is_empty() {
             self.triples.remove(t);
-            self.bump_edge(&t.0, &t.2, false);
-            change.retracted.push(t.clone());
-            dirty.triples.insert(t.clone());
+            self.bump_edge(t.0, t.2, false);
+            change.retracted.push(self.triple_key(t));
         }
-    }
-
-    /// Sets the display name of a live entity (a snapshot's canonical name).
-    pub fn set_entity_name(&mut self, id: &str, name: &str) {
-        let Some(old) = self.entities.get(id).map(|e| e.name.clone()) else { return };
-        if old == name {
-            return;
-        }
-        self.index_words(id, &old, false);
-        self.index_words(id, name, true);
-        self.entities.get_mut(id).expect("present").name = name.to_string();
     }
 
     pub fn document_count(&self) -> usize {
         self.docs.len()
     }
-    pub fn doc(&self, id: &str) -> Option<&DocEntry> {
-        self.docs.get(id).map(|d| d.as_ref())
-    }
-    pub fn docs(&self) -> impl Iterator<Item = (&String, &DocEntry)> {
-        self.docs.iter().map(|(k, v)| (k, v.as_ref()))
-    }
-    pub fn entity(&self, id: &str) -> Option<&EntityEntry> {
-        self.entities.get(id)
-    }
-    pub fn entities(&self) -> impl Iterator<Item = (&String, &EntityEntry)> {
-        self.entities.iter()
-    }
     pub fn entity_count(&self) -> usize {
-        self.entities.len()
-    }
-    pub fn triple(&self, t: &TripleKey) -> Option<&TripleEntry> {
-        self.triples.get(t)
-    }
-    pub fn triples(&self) -> impl Iterator<Item = (&TripleKey, &TripleEntry)> {
-        self.triples.iter()
+        self.ents.len()
     }
     pub fn triple_count(&self) -> usize {
         self.triples.len()
     }
-    /// The entities connected to `id` by live triples, with the number of such triples.
-    pub fn neighbours(&self, id: &str) -> impl Iterator<Item = (&String, u32)> {
-        self.adj.get(id).into_iter().flat_map(|m| m.iter().map(|(k, v)| (k, *v)))
+    pub fn doc(&self, id: &str) -> Option<DocView<'_>> {
+        self.docs.get(id).map(|ix| DocView { g: self, ix })
     }
-    /// Entities whose name contains the normalised word `w`.
-    pub fn entities_with_word(&self, w: &str) -> Option<&PSet<String>> {
-        self.words.get(w)
+    pub fn docs(&self) -> impl Iterator<Item = DocView<'_>> {
+        self.docs.iter().map(move |(ix, _)| DocView { g: self, ix })
+    }
+    pub fn entity(&self, id: &str) -> Option<EntityView<'_>> {
+        self.ents.get(id).map(|ix| EntityView { g: self, ix })
+    }
+    pub fn entities(&self) -> impl Iterator<Item = EntityView<'_>> {
+        self.ents.iter().map(move |(ix, _)| EntityView { g: self, ix })
+    }
+    pub fn triples(&self) -> impl Iterator<Item = TripleView<'_>> {
+        self.triples.iter().map(move |(key, support)| TripleView { g: self, key, support })
+    }
+    /// The triple's view, if it is live.
+    pub fn triple(&self, s: &str, r: &str, o: &str) -> Option<TripleView<'_>> {
+        let key = (self.ents.get(s)?, *self.rel_ix.get(r)?, self.ents.get(o)?);
+        self.triples.get_key_value(&key).map(|(key, support)| TripleView { g: self, key, support })
+    }
+    /// The entities connected to `id` by live triples, with the number of such triples.
+    pub fn neighbours(&self, id: &str) -> impl Iterator<Item = (&str, u32)> {
+        self.ents.get(id).into_iter().flat_map(move |ix| self.ents.at(ix).adj.iter().map(move |(n, c)| (&*self.ents.at(*n).id, *c)))
+    }
+    /// Ids of the entities whose name contains the normalised word `w`.
+    pub fn entities_with_word(&self, w: &str) -> Vec<&str> {
+        self.words.get(w).map(|v| v.iter().map(|e| &*self.ents.at(*e).id).collect()).unwrap_or_default()
     }
     /// Number of documents mentioning the entity (0 if it is not live).
     pub fn document_frequency(&self, id: &str) -> usize {
-        self.entities.get(id).map(|e| e.docs.len()).unwrap_or(0)
+        self.entity(id).map(|e| e.df()).unwrap_or(0)
     }
     pub fn version(&self) -> GraphVersion {
         GraphVersion { offsets: self.offsets.clone() }
@@ -341,42 +597,40 @@ impl GraphState {
         &self.offsets
     }
 
+    /// Counts and a content digest. The digest sums a 64-bit FNV-1a hash per triple (with its
+    /// supporting documents), per entity (with its name and documents) and per document (with
+    /// its title): independent of iteration order, so no sorting, O(size).
     pub fn stats(&self) -> GraphStats {
-        let mut h = Fnv::new();
-        let mut triples: Vec<_> = self.triples.iter().collect();
-        triples.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut digest: u64 = 0;
         let mut support = 0;
-        for ((s, r, o), e) in &triples {
+        for t in self.triples() {
+            let (s, r, o) = t.key();
+            let mut h = Fnv::new();
             h.write_all(&[s, r, o]);
-            for d in &e.support {
-                h.write_all(&[d]);
-            }
-            support += e.support.len();
+            let mut docs = Fnv::sum(t.support());
+            support += t.support_count();
+            docs = docs.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            digest = digest.wrapping_add(h.0 ^ docs);
         }
-        let mut ents: Vec<_> = self.entities.iter().collect();
-        ents.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut mentions = 0;
-        for (id, e) in &ents {
-            h.write_all(&[id, &e.name]);
-            let mut ds: Vec<_> = e.docs.iter().collect();
-            ds.sort_unstable();
-            for d in ds {
-                h.write_all(&[d]);
-            }
-            mentions += e.docs.len();
+        for e in self.entities() {
+            let mut h = Fnv::new();
+            h.write_all(&[e.id(), e.name()]);
+            mentions += e.df();
+            digest = digest.wrapping_add(h.0 ^ Fnv::sum(e.docs()).wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
         }
-        let mut docs: Vec<_> = self.docs.iter().collect();
-        docs.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        for (id, d) in docs {
-            h.write_all(&[id, &d.title]);
+        for d in self.docs() {
+            let mut h = Fnv::new();
+            h.write_all(&["doc", d.id(), d.title()]);
+            digest = digest.wrapping_add(h.0);
         }
         GraphStats {
             documents: self.docs.len(),
-            entities: self.entities.len(),
+            entities: self.ents.len(),
             triples: self.triples.len(),
             support,
             mentions,
-            digest: format!("{:016x}", h.0),
+            digest: format!("{digest:016x}"),
             version: self.version(),
         }
     }
@@ -394,6 +648,14 @@ impl Fnv {
                 self.0 = self.0.wrapping_mul(0x100000001b3);
             }
         }
+    }
+    /// Order-independent hash of a set of strings.
+    fn sum<'a>(items: impl Iterator<Item = &'a str>) -> u64 {
+        items.fold(0u64, |acc, x| {
+            let mut h = Fnv::new();
+            h.write_all(&[x]);
+            acc.wrapping_add(h.0)
+        })
     }
 }
 
@@ -413,7 +675,7 @@ mod tests {
                 .iter()
                 .map(|(s, r, o)| ResolvedTriple {
                     subject_id: s.to_string(),
-                    subject: s.to_uppercase(),
+                    subject: format!("{} in {doc}", s.to_uppercase()),
                     relation: r.to_string(),
                     object_id: o.to_string(),
                     object: o.to_uppercase(),
@@ -427,6 +689,12 @@ mod tests {
         g.apply(&d.doc_id, GraphState::entry_of(d), &mut Dirty::default())
     }
 
+    fn delete(g: &mut GraphState, doc: &str) -> Option<Change> {
+        let mut d = delta(doc, &[]);
+        d.op = DocOp::Delete;
+        apply(g, &d)
+    }
+
     fn key(s: &str, r: &str, o: &str) -> TripleKey {
         (s.into(), r.into(), o.into())
     }
@@ -438,23 +706,41 @@ mod tests {
         let c = apply(&mut g, &delta("d2", &[("a", "r", "b")])).unwrap();
         assert!(c.asserted.is_empty(), "a-r-b was live already: {c:?}");
         assert_eq!(c.entities_added, vec![("d2".to_string(), "D2".to_string())]);
-        let ab = key("a", "r", "b");
-        assert_eq!(g.triple(&ab).unwrap().support.len(), 2);
+        assert_eq!(g.triple("a", "r", "b").unwrap().support_count(), 2);
         assert_eq!(g.document_frequency("a"), 2);
         assert_eq!(g.document_frequency("c"), 1);
         // d1 withdrawn: a-r-b survives through d2, b-r-c and c disappear.
-        let mut del = delta("d1", &[]);
-        del.op = DocOp::Delete;
-        let c = apply(&mut g, &del).unwrap();
+        let c = delete(&mut g, "d1").unwrap();
         assert_eq!(c.retracted, vec![key("b", "r", "c")]);
         let mut removed: Vec<_> = c.entities_removed.iter().map(|e| e.0.as_str()).collect();
         removed.sort();
         assert_eq!(removed, vec!["c", "d1"]);
-        assert_eq!(g.triple(&ab).unwrap().support.iter().collect::<Vec<_>>(), vec!["d2"]);
+        assert_eq!(g.triple("a", "r", "b").unwrap().support().collect::<Vec<_>>(), vec!["d2"]);
         assert!(g.entity("c").is_none());
         assert_eq!(g.entity_count(), 3); // a, b, d2
-        assert_eq!(g.neighbours("b").collect::<Vec<_>>(), vec![(&"a".to_string(), 1)]);
+        assert_eq!(g.neighbours("b").collect::<Vec<_>>(), vec![("a", 1)]);
         assert_eq!(g.neighbours("c").count(), 0);
+        assert!(delete(&mut g, "never-seen").is_none());
+    }
+
+    #[test]
+    fn names_come_from_the_smallest_document_whatever_the_order() {
+        let (x, y) = (delta("x", &[("a", "r", "b")]), delta("y", &[("a", "r", "c")]));
+        let mut g1 = GraphState::new();
+        apply(&mut g1, &y);
+        assert_eq!(g1.entity("a").unwrap().name(), "A in y");
+        apply(&mut g1, &x);
+        let mut g2 = GraphState::new();
+        apply(&mut g2, &x);
+        apply(&mut g2, &y);
+        assert_eq!(g1.entity("a").unwrap().name(), "A in x");
+        assert_eq!(g1.stats(), g2.stats());
+        assert!(g1.entities_with_word("x").contains(&"a"));
+        // the naming document goes: the name (and the word index) follows the next one
+        delete(&mut g1, "x");
+        assert_eq!(g1.entity("a").unwrap().name(), "A in y");
+        assert!(!g1.entities_with_word("x").contains(&"a"));
+        assert!(g1.entities_with_word("y").contains(&"a"));
     }
 
     #[test]
@@ -470,18 +756,17 @@ mod tests {
         let mut fresh = GraphState::new();
         apply(&mut fresh, &v2);
         assert_eq!(g.stats(), fresh.stats());
+        assert_eq!(g.doc("d1").unwrap().to_entry(), GraphState::entry_of(&v2).unwrap());
     }
 
     #[test]
-    fn an_old_version_is_untouched_by_later_writes() {
+    fn a_clone_is_untouched_by_later_writes() {
         let mut g = GraphState::new();
         apply(&mut g, &delta("d1", &[("a", "r", "b")]));
         let before = g.clone();
         let digest = before.stats().digest;
         apply(&mut g, &delta("d2", &[("b", "r", "c")]));
-        let mut del = delta("d1", &[]);
-        del.op = DocOp::Delete;
-        apply(&mut g, &del);
+        delete(&mut g, "d1");
         assert_eq!(before.stats().digest, digest);
         assert!(before.entity("a").is_some() && g.entity("a").is_none());
     }
@@ -492,14 +777,13 @@ mod tests {
         apply(&mut g, &delta("d", &[("a", "likes", "a"), ("a", "r1", "b"), ("a", "R1 ", "b"), ("b", "r2", "a")]));
         assert_eq!(g.triple_count(), 3); // "R1 " canonicalises to "r1"
         let nb: BTreeMap<_, _> = g.neighbours("a").collect();
-        assert_eq!(nb[&"b".to_string()], 2);
-        assert_eq!(nb[&"a".to_string()], 1);
-        let mut del = delta("d", &[]);
-        del.op = DocOp::Delete;
-        apply(&mut g, &del);
+        assert_eq!(nb["b"], 2);
+        assert_eq!(nb["a"], 1);
+        delete(&mut g, "d");
         assert_eq!(g.stats().triples, 0);
         assert_eq!(g.neighbours("a").count(), 0);
-        assert!(g.entities_with_word("a").is_none());
+        assert!(g.entities_with_word("a").is_empty());
+        assert_eq!(g.entity_count(), 0);
     }
 
     #[test]

@@ -1,19 +1,20 @@
 //! The graph in sled. One tree, keys by prefix:
-//! - `d\0<doc>` -> the document's entry (title, entities with names, triples)
-//! - `e\0<entity>` -> name
-//! - `t\0<s>\x1f<r>\x1f<o>` -> `{subject, relation, object}` with display names
-//! - `s\0<triple>\0<doc>` -> support; `m\0<entity>\0<doc>` -> mention (entity -> documents)
+//! - `d\0<doc>` -> the document's entry: title, the entities it mentions (id -> the name it
+//!   used) and its resolved triples. These are the graph's facts: each triple with its
+//!   supporting documents and each entity with its documents are the inverse of this index.
 //! - `o\0<topic/partition>` -> last applied offset
 //! - `x\0<seq>` -> an output the kg-writer has yet to see acknowledged (its outbox)
 //!
 //! A persist writes every dirty key and the offsets in one atomic batch and flushes, so the
-//! graph and the position it reflects never disagree after a crash.
+//! graph and the position it reflects never disagree after a crash. The inverse indexes
+//! (triple -> supporting documents, entity -> documents, the entity graph) are rebuilt in
+//! memory at load and written out by snapshots; keeping them in sled too cost three more keys
+//! per triple and most of the apply rate (`streamrag bench graph`).
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 
-use super::state::{Dirty, DocEntry, GraphState, TripleKey};
+use super::state::{Dirty, DocEntry, GraphState};
 use crate::transport::Output;
 
 #[derive(Debug, thiserror::Error)]
@@ -24,35 +25,9 @@ pub enum StoreError {
     Corrupt { key: String, reason: String },
 }
 
-#[derive(Serialize, Deserialize)]
-struct TripleRow<'a> {
-    subject: &'a str,
-    relation: &'a str,
-    object: &'a str,
-}
-
-fn key(prefix: u8, parts: &[&str]) -> Vec<u8> {
+fn key(prefix: u8, part: &str) -> Vec<u8> {
     let mut k = vec![prefix, 0];
-    for (i, p) in parts.iter().enumerate() {
-        if i > 0 {
-            k.push(if prefix == b't' { 0x1f } else { 0 });
-        }
-        k.extend_from_slice(p.as_bytes());
-    }
-    k
-}
-
-fn triple_key(prefix: u8, t: &TripleKey, doc: Option<&str>) -> Vec<u8> {
-    let mut k = vec![prefix, 0];
-    k.extend_from_slice(t.0.as_bytes());
-    k.push(0x1f);
-    k.extend_from_slice(t.1.as_bytes());
-    k.push(0x1f);
-    k.extend_from_slice(t.2.as_bytes());
-    if let Some(d) = doc {
-        k.push(0);
-        k.extend_from_slice(d.as_bytes());
-    }
+    k.extend_from_slice(part.as_bytes());
     k
 }
 
@@ -94,7 +69,7 @@ pub struct GraphStore {
 
 impl GraphStore {
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let db = sled::Config::new().path(dir).open()?;
+        let db = sled::Config::new().path(dir).cache_capacity(64 << 20).open()?;
         let tree = db.open_tree("graph")?;
         Ok(GraphStore { db, tree })
     }
@@ -131,43 +106,13 @@ impl GraphStore {
         }
         for d in &dirty.docs {
             match g.doc(d) {
-                Some(e) => b.insert(key(b'd', &[d]), serde_json::to_vec(e).expect("serializable")),
-                None => b.remove(key(b'd', &[d])),
-            }
-        }
-        for id in &dirty.entities {
-            match g.entity(id) {
-                Some(e) => b.insert(key(b'e', &[id]), e.name.as_bytes()),
-                None => b.remove(key(b'e', &[id])),
-            }
-        }
-        for t in &dirty.triples {
-            if g.triple(t).is_some() {
-                let name = |id: &str| g.entity(id).map(|e| e.name.clone()).unwrap_or_default();
-                let (s, o) = (name(&t.0), name(&t.2));
-                let row = TripleRow { subject: &s, relation: &t.1, object: &o };
-                b.insert(triple_key(b't', t, None), serde_json::to_vec(&row).expect("serializable"));
-            } else {
-                b.remove(triple_key(b't', t, None));
-            }
-        }
-        for (t, d) in &dirty.support {
-            if g.triple(t).is_some_and(|e| e.support.contains(d)) {
-                b.insert(triple_key(b's', t, Some(d)), &[]);
-            } else {
-                b.remove(triple_key(b's', t, Some(d)));
-            }
-        }
-        for (e, d) in &dirty.mentions {
-            if g.entity(e).is_some_and(|x| x.docs.contains(d)) {
-                b.insert(key(b'm', &[e, d]), &[]);
-            } else {
-                b.remove(key(b'm', &[e, d]));
+                Some(v) => b.insert(key(b'd', d), serde_json::to_vec(&v.to_entry()).expect("serializable")),
+                None => b.remove(key(b'd', d)),
             }
         }
         for o in &dirty.offsets {
             if let Some(v) = g.offsets().get(o) {
-                b.insert(key(b'o', &[o]), &v.to_be_bytes());
+                b.insert(key(b'o', o), &v.to_be_bytes());
             }
         }
         self.tree.apply_batch(b)?;
@@ -187,28 +132,8 @@ impl GraphStore {
             *pending = 0;
             Ok(())
         };
-        for (id, doc) in g.docs() {
-            dirty.docs.insert(id.clone());
-            for (e, _) in &doc.entities {
-                dirty.mentions.insert((e.clone(), id.clone()));
-            }
-            for t in &doc.triples {
-                dirty.support.insert((t.clone(), id.clone()));
-            }
-            pending += 1 + doc.entities.len() + doc.triples.len();
-            if pending >= chunk {
-                flush(&mut dirty, &mut pending)?;
-            }
-        }
-        for (id, _) in g.entities() {
-            dirty.entities.insert(id.clone());
-            pending += 1;
-            if pending >= chunk {
-                flush(&mut dirty, &mut pending)?;
-            }
-        }
-        for (t, _) in g.triples() {
-            dirty.triples.insert(t.clone());
+        for d in g.docs() {
+            dirty.docs.insert(d.id().to_string());
             pending += 1;
             if pending >= chunk {
                 flush(&mut dirty, &mut pending)?;
@@ -245,13 +170,9 @@ impl GraphStore {
         Ok(())
     }
 
-    /// Counts keys by prefix: (documents, entities, triples, support, mentions).
-    pub fn counts(&self) -> Result<[usize; 5], StoreError> {
-        let mut out = [0; 5];
-        for (i, p) in [b'd', b'e', b't', b's', b'm'].iter().enumerate() {
-            out[i] = self.tree.scan_prefix([*p, 0]).count();
-        }
-        Ok(out)
+    /// Number of stored documents.
+    pub fn document_count(&self) -> usize {
+        self.tree.scan_prefix([b'd', 0]).count()
     }
 }
 
@@ -295,12 +216,12 @@ mod tests {
         assert!(back.already_applied("deltas", 0, 2));
         assert!(!back.already_applied("deltas", 0, 3));
         let s = g.stats();
-        assert_eq!(store.counts().unwrap(), [s.documents, s.entities, s.triples, s.support, s.mentions]);
+        assert_eq!(store.document_count(), s.documents);
         // the same graph written whole, in small chunks, reads back equal too
         let dir2 = tempfile::tempdir().unwrap();
         let store2 = GraphStore::open(dir2.path()).unwrap();
         store2.persist_all(&g, 2, |_| {}).unwrap();
         assert_eq!(store2.load().unwrap().stats(), g.stats());
-        assert_eq!(store2.counts().unwrap(), store.counts().unwrap());
+        assert_eq!(store2.document_count(), store.document_count());
     }
 }

@@ -6,10 +6,13 @@
 //! - [`node`]: starts the stages of one process on the chosen transport, with clean shutdown.
 //! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`.
 //! - [`client`]: ingest and ask over Kafka, HTTP, or the embedded log of a data directory.
+//! - [`bench`]: `streamrag bench graph`.
 //! - [`synth`]: a deterministic multi-hop corpus with questions and gold documents.
 
+pub mod bench;
 pub mod client;
 pub mod config;
 pub mod http;
 pub mod node;
+pub mod progress;
 pub mod synth;

@@ -11,7 +11,14 @@ use streamrag::client::{self, Line, Target};
 use streamrag::config::FileConfig;
 use streamrag::http::{self, ApiState};
 use streamrag::node::{Node, NodeConfig};
+use streamrag::progress::Bar;
 use streamrag::synth;
+use std::collections::BTreeMap;
+use streamrag_operators::graph::GraphStore;
+use streamrag_operators::replay::{catch_up, parse_until};
+use streamrag_operators::snapshot;
+use streamrag_operators::transport::embedded::EmbeddedLog;
+use streamrag_operators::transport::Transport;
 use streamrag_operators::Limits;
 use streamrag_schemas::Document;
 
@@ -41,6 +48,10 @@ enum Cmd {
     Ask(AskArgs),
     /// Print the graph's counts and digest from a data directory or a running process.
     Stats(StatsArgs),
+    /// Write a Parquet snapshot of a stopped node's graph.
+    Snapshot(SnapshotArgs),
+    /// Rebuild a graph from a snapshot, then continue from its offsets through the log.
+    Replay(ReplayArgs),
     /// Index the sample corpus shipped in samples/ on the embedded transport and answer the
     /// sample questions.
     Demo(DemoArgs),
@@ -78,6 +89,49 @@ struct RunArgs {
     /// Largest accepted document text in bytes.
     #[arg(long, env = "STREAMRAG_MAX_TEXT_BYTES")]
     max_text_bytes: Option<usize>,
+    /// Periodic snapshots: the kg-writer writes them here; a query replica starts from the
+    /// newest one here.
+    #[arg(long, env = "STREAMRAG_SNAPSHOT_DIR")]
+    snapshot_dir: Option<PathBuf>,
+    /// Seconds between periodic snapshots (with --snapshot-dir; 0: none).
+    #[arg(long, env = "STREAMRAG_SNAPSHOT_EVERY_S", default_value_t = 300)]
+    snapshot_every_s: u64,
+    /// Periodic snapshots kept.
+    #[arg(long, default_value_t = 3)]
+    snapshot_keep: usize,
+}
+
+#[derive(Args)]
+struct SnapshotArgs {
+    /// Data directory of a stopped node.
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    data: PathBuf,
+    /// Snapshot directory to create.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    #[command(flatten)]
+    conn: Conn,
+    /// A snapshot directory, or a root of periodic snapshots (the newest is used).
+    #[arg(long)]
+    snapshot: PathBuf,
+    /// Data directory whose graph store to (re)build; its embedded log (if any) is the log to
+    /// continue from when there is no --brokers.
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    data: PathBuf,
+    /// Stop at these graph-deltas positions (PARTITION=LAST_OFFSET,...): the graph as of a past
+    /// point in the log. Default: the end of the log when the replay starts.
+    #[arg(long)]
+    until: Option<String>,
+    /// Only rebuild from the snapshot; do not read the log.
+    #[arg(long)]
+    no_log: bool,
+    /// Replace a graph store that is not empty.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Args)]
@@ -146,6 +200,19 @@ struct DemoArgs {
 enum BenchCmd {
     /// Documents/s through the whole pipeline with the built-in extractor.
     Pipeline(BenchPipelineArgs),
+    /// kg-writer apply rate and update latency at growing graph sizes, then snapshot and
+    /// replay time and peak memory at the largest.
+    Graph(BenchGraphArgs),
+}
+
+#[derive(Args)]
+struct BenchGraphArgs {
+    /// Graph sizes in triples at which to measure.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+    sizes: Vec<usize>,
+    /// Triples per synthetic document.
+    #[arg(long, default_value_t = 10)]
+    triples_per_doc: usize,
 }
 
 #[derive(Args)]
@@ -224,6 +291,9 @@ async fn cmd_run(a: RunArgs, file: FileConfig) -> Result<()> {
     if let Some(m) = a.max_text_bytes {
         cfg.limits.max_text_bytes = m;
     }
+    cfg.snapshot_dir = a.snapshot_dir;
+    cfg.snapshot_every = (a.snapshot_every_s > 0).then(|| Duration::from_secs(a.snapshot_every_s));
+    cfg.snapshot_keep = a.snapshot_keep;
     if !a.stages.is_empty() {
         cfg.stages = a.stages;
     }
@@ -399,6 +469,123 @@ async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()
     Ok(())
 }
 
+fn open_store(data: &std::path::Path) -> Result<GraphStore> {
+    GraphStore::open(&data.join("graph")).map_err(|e| {
+        anyhow::anyhow!("{e}\nhint: is a `streamrag run` using {}? stop it first", data.display())
+    })
+}
+
+async fn cmd_snapshot(a: SnapshotArgs) -> Result<()> {
+    let store = open_store(&a.data)?;
+    let t0 = Instant::now();
+    let g = tokio::task::spawn_blocking(move || store.load()).await??;
+    let load_s = t0.elapsed().as_secs_f64();
+    let out = a.out.clone();
+    let (m, rows, rate) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut bar = Bar::new();
+        let m = snapshot::write(&g, &out, &mut bar)?;
+        let (rows, rate) = bar.finish();
+        Ok((m, rows, rate))
+    })
+    .await??;
+    println!("snapshot {}: {} (graph version {:?})", a.out.display(), serde_json::to_string(&m.rows)?, m.offsets);
+    println!("  loaded the graph store in {load_s:.2}s; wrote {rows} rows at {rate:.0} rows/s");
+    Ok(())
+}
+
+async fn cmd_replay(a: ReplayArgs, file: FileConfig) -> Result<()> {
+    let snap = snapshot::resolve(&a.snapshot)?.with_context(|| format!("no snapshot under {}", a.snapshot.display()))?;
+    let t0 = Instant::now();
+    let (mut g, m) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut bar = Bar::new();
+        let r = snapshot::read(&snap, &mut bar)?;
+        bar.finish();
+        Ok(r)
+    })
+    .await??;
+    let read_s = t0.elapsed().as_secs_f64();
+    let rows: u64 = m.rows.values().sum();
+    println!("read snapshot: {rows} rows in {read_s:.2}s ({:.0} rows/s), {} triples; offsets {:?}", rows as f64 / read_s, g.triple_count(), m.offsets);
+
+    let topic = file.topics.graph_deltas.clone();
+    let store = open_store(&a.data)?;
+    if !store.is_empty() {
+        if !a.force {
+            bail!("the graph store under {} is not empty; pass --force to replace it", a.data.display());
+        }
+        drop(store);
+        std::fs::remove_dir_all(a.data.join("graph"))?;
+    }
+    // The log to continue from: Kafka, or the embedded log of the data directory.
+    let source = if a.no_log {
+        None
+    } else if a.conn.brokers.is_some() {
+        Some(streamrag::node::connect(&node_config(&a.conn, &a.data, &file)).await?)
+    } else if a.data.join("log").exists() {
+        Some(Transport::Embedded(EmbeddedLog::open(&a.data.join("log"))?))
+    } else {
+        None
+    };
+    let t1 = Instant::now();
+    if let Some(t) = &source {
+        let last: BTreeMap<i32, i64> = match &a.until {
+            Some(u) => parse_until(u).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
+            None => t.end_offsets(&topic).await?.into_iter().map(|(p, end)| (p, end - 1)).collect(),
+        };
+        for (p, last) in &last {
+            if g.already_applied(&topic, *p, *last + 1) {
+                bail!("the snapshot is past --until on partition {p} (it reflects offsets {:?})", m.offsets);
+            }
+        }
+        let from = g.resume_offsets(&topic);
+        let total: i64 = last.iter().map(|(p, l)| (l + 1 - from.get(p).copied().unwrap_or(0)).max(0)).sum();
+        let mut bar = Bar::new();
+        snapshot::Progress::start(&mut bar, "log", total as u64);
+        let mut seen = 0;
+        let c = catch_up(&mut g, t, &topic, &last, |n| {
+            snapshot::Progress::inc(&mut bar, n - seen);
+            seen = n;
+        })
+        .await?;
+        bar.finish();
+        println!(
+            "continued through the log: {} records ({} applied, {} not deltas) in {:.2}s; now at {:?}",
+            c.records,
+            c.applied,
+            c.skipped_bad,
+            t1.elapsed().as_secs_f64(),
+            g.offsets()
+        );
+    } else {
+        println!("no log to continue from (--no-log, or no --brokers and no embedded log under {})", a.data.display());
+    }
+    let t2 = Instant::now();
+    let store = open_store(&a.data)?;
+    let keys = (g.document_count() + g.entity_count() + g.triple_count()) as u64;
+    let g2 = std::sync::Arc::new(g);
+    let g3 = g2.clone();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let mut bar = Bar::new();
+        snapshot::Progress::start(&mut bar, "persist", keys);
+        store.persist_all(&g3, 200_000, |n| snapshot::Progress::inc(&mut bar, n as u64))?;
+        bar.finish();
+        Ok(())
+    })
+    .await??;
+    let st = g2.stats();
+    println!(
+        "persisted to {} in {:.2}s: {} documents, {} entities, {} triples, digest {}",
+        a.data.display(),
+        t2.elapsed().as_secs_f64(),
+        st.documents,
+        st.entities,
+        st.triples,
+        st.digest
+    );
+    println!("replay total {:.2}s", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     init_logs(&cli.log_level, cli.log_json);
@@ -411,6 +598,9 @@ fn main() -> Result<()> {
             Cmd::Ask(a) => cmd_ask(a, file).await,
             Cmd::Stats(a) => cmd_stats(a).await,
             Cmd::Demo(a) => cmd_demo(a).await,
+            Cmd::Snapshot(a) => cmd_snapshot(a).await,
+            Cmd::Replay(a) => cmd_replay(a, file).await,
+            Cmd::Bench(BenchCmd::Graph(a)) => streamrag::bench::graph(&a.sizes, a.triples_per_doc).await,
             Cmd::Bench(BenchCmd::Pipeline(a)) => cmd_bench_pipeline(a, file).await,
         }
     })

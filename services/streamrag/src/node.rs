@@ -11,6 +11,7 @@ use streamrag_operators::kg_writer::{KgWriter, LiveGraph};
 use streamrag_operators::openie::{Extractor, OpenIe};
 use streamrag_operators::query::{QueryStage, Retriever};
 use streamrag_operators::resolve::Resolve;
+use streamrag_operators::snapshot::{self, NoProgress};
 use streamrag_operators::runtime::{self, RunOptions};
 use streamrag_operators::transport::embedded::EmbeddedLog;
 use streamrag_operators::transport::kafka::{KafkaConfig, KafkaTransport};
@@ -35,6 +36,12 @@ pub struct NodeConfig {
     pub topics: Topics,
     pub limits: Limits,
     pub group_prefix: String,
+    /// Where periodic snapshots go (kg-writer) or come from (query replica).
+    pub snapshot_dir: Option<PathBuf>,
+    /// How often the kg-writer writes a snapshot; None: never.
+    pub snapshot_every: Option<Duration>,
+    /// Periodic snapshots kept (older ones are removed).
+    pub snapshot_keep: usize,
 }
 
 impl NodeConfig {
@@ -48,6 +55,9 @@ impl NodeConfig {
             topics: Topics::default(),
             limits: Limits::default(),
             group_prefix: "streamrag".into(),
+            snapshot_dir: None,
+            snapshot_every: None,
+            snapshot_keep: 3,
         }
     }
 }
@@ -68,6 +78,63 @@ pub async fn connect(cfg: &NodeConfig) -> Result<Transport> {
             Transport::Embedded(EmbeddedLog::open(&cfg.data.join("log"))?)
         }
     })
+}
+
+type Task = (String, JoinHandle<Result<()>>);
+
+fn stage(name: &str, fut: impl std::future::Future<Output = Result<(), streamrag_operators::error::TransportError>> + Send + 'static) -> Task {
+    (name.to_string(), tokio::spawn(async move { fut.await.map_err(anyhow::Error::from) }))
+}
+
+/// Writes a snapshot of the live graph every `every` (when it changed), keeping the newest
+/// `keep`. The graph version is immutable, so the writer is never blocked.
+async fn periodic_snapshots(g: LiveGraph, root: PathBuf, every: Duration, keep: usize, mut shutdown: watch::Receiver<bool>) -> Result<()> {
+    let mut last_digest = String::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let version = g.current();
+        let root2 = root.clone();
+        let prev = std::mem::take(&mut last_digest);
+        let (digest, res) = tokio::task::spawn_blocking(move || {
+            let digest = version.stats().digest;
+            if digest == prev {
+                return (digest, Ok(None));
+            }
+            let res = snapshot::write_periodic(&version, &root2, &mut NoProgress)
+                .map_err(anyhow::Error::from)
+                .and_then(|out| prune_snapshots(&root2, keep).map(|_| Some(out)));
+            (digest, res)
+        })
+        .await?;
+        if res.is_ok() {
+            last_digest = digest;
+        }
+        match res {
+            Ok(Some((dir, m))) => tracing::info!(dir = %dir.display(), rows = ?m.rows, "snapshot written"),
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "snapshot failed; will retry"),
+        }
+    }
+}
+
+/// Removes all but the newest `keep` periodic snapshots under `root`.
+fn prune_snapshots(root: &Path, keep: usize) -> Result<()> {
+    let mut snaps: Vec<PathBuf> = std::fs::read_dir(root)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("snap-") && !n.contains(".tmp")))
+        .collect();
+    snaps.sort();
+    let n = snaps.len().saturating_sub(keep.max(1));
+    for old in &snaps[..n] {
+        std::fs::remove_dir_all(old)?;
+    }
+    Ok(())
 }
 
 /// Routes answers from the answers topic to whoever waits for a query id.
@@ -126,7 +193,7 @@ pub struct Node {
 }
 
 /// The tasks of a running node.
-pub struct Tasks(Vec<(String, JoinHandle<Result<()>>)>);
+pub struct Tasks(Vec<Task>);
 
 impl Node {
     pub async fn start(config: NodeConfig) -> Result<(Arc<Node>, Tasks)> {
@@ -145,10 +212,7 @@ impl Node {
             max_batch: config.limits.max_batch,
             ..RunOptions::default()
         };
-        let mut tasks: Vec<(String, JoinHandle<Result<()>>)> = Vec::new();
-        let mut spawn = |name: &str, fut: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), streamrag_operators::error::TransportError>> + Send>>| {
-            tasks.push((name.to_string(), tokio::spawn(async move { fut.await.map_err(anyhow::Error::from) })));
-        };
+        let mut tasks: Vec<Task> = Vec::new();
         let mut graph = None;
         if has("kg-writer") {
             let store = GraphStore::open(&config.data.join("graph"))
@@ -157,24 +221,36 @@ impl Node {
             tracing::info!(documents = state.document_count(), "graph loaded");
             let g = LiveGraph::new(state);
             graph = Some(g.clone());
+            if let (Some(dir), Some(every)) = (&config.snapshot_dir, config.snapshot_every) {
+                let fut = periodic_snapshots(g.clone(), dir.clone(), every, config.snapshot_keep, shutdown_rx.clone());
+                tasks.push(("snapshots".into(), tokio::spawn(fut)));
+            }
             let op = KgWriter::new(config.topics.clone(), g, Some(store), applied_tx);
-            spawn("kg-writer", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+            tasks.push(stage("kg-writer", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         } else if has("query") {
             // A query replica: its own in-memory graph from the graph-deltas topic, read from
             // the start under a group of its own. sled is single-process, so it never opens
             // the writer's database.
-            let g = LiveGraph::new(GraphState::new());
+            let mut state = GraphState::new();
+            if let Some(root) = &config.snapshot_dir {
+                if let Some(dir) = snapshot::resolve(root)? {
+                    let (s, m) = tokio::task::spawn_blocking(move || snapshot::read(&dir, &mut NoProgress)).await??;
+                    tracing::info!(documents = s.document_count(), offsets = ?m.offsets, "query replica starts from a snapshot");
+                    state = s;
+                }
+            }
+            let g = LiveGraph::new(state);
             graph = Some(g.clone());
             let op = KgWriter::new(config.topics.clone(), g, None, applied_tx);
-            spawn("query-replica", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+            tasks.push(stage("query-replica", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
         if has("openie") {
             let op = OpenIe { topics: config.topics.clone(), limits: config.limits.clone(), extractor: Extractor::Builtin };
-            spawn("openie", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+            tasks.push(stage("openie", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
         if has("resolve") {
             let op = Resolve { topics: config.topics.clone() };
-            spawn("resolve", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+            tasks.push(stage("resolve", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
         if has("query") {
             let op = QueryStage {
@@ -183,7 +259,7 @@ impl Node {
                 graph: graph.clone().expect("set above"),
                 retriever: Retriever::default(),
             };
-            spawn("query", Box::pin(runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+            tasks.push(stage("query", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
         let answers = AnswerRouter::default();
         let group = format!("{}.answers-{}-{}", config.group_prefix, std::process::id(), streamrag_operators::transport::now_ms());
