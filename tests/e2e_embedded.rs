@@ -81,34 +81,3 @@ fn embedded_pipeline_survives_sigkill_and_answers() {
     assert!(d.reason.contains("schema") || d.reason.contains("JSON") || d.reason.contains("EOF"), "{}", d.reason);
     assert_eq!(d.payload().unwrap(), b"{\"id\": \"broken\", \"text\": ");
 }
-
-#[test]
-fn updates_and_deletes_through_the_pipeline_equal_a_fresh_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let data_s = data.to_str().unwrap();
-    let (mut docs, _) = streamrag::synth::corpus(60, 3);
-    let f = dir.path().join("all.jsonl");
-    write_jsonl(&f, &docs);
-    let (mut node, addr) = start_run(&["--data", data_s]);
-    streamrag(&["ingest", "--http", &addr, f.to_str().unwrap()]);
-    wait_stats(&addr, Duration::from_secs(60), |s| s.documents == 60);
-    // Rewrite 5 documents and delete 5.
-    let mut updates = Vec::new();
-    for d in docs.iter_mut().take(5) {
-        d.text = Some(format!("{} Later it was renamed Zanthor Quell.", d.text.as_deref().unwrap()));
-        updates.push(d.clone());
-    }
-    let u = dir.path().join("updates.jsonl");
-    write_jsonl(&u, &updates);
-    streamrag(&["ingest", "--http", &addr, u.to_str().unwrap()]);
-    let deleted: Vec<String> = docs[50..55].iter().map(|d| d.id.clone()).collect();
-    for id in &deleted {
-        streamrag(&["ingest", "--http", &addr, "--delete", id]);
-    }
-    let remaining: Vec<_> = docs.iter().filter(|d| !deleted.contains(&d.id)).cloned().collect();
-    let want = expected(&remaining);
-    let got = wait_stats(&addr, Duration::from_secs(60), |s| s.documents == 55 && s.entities == want.entities && s.digest == want.digest);
-    assert_same_graph(&got, &want);
-    node.stop();
-}

@@ -65,60 +65,66 @@ pub struct OpenIe {
     pub extractor: Extractor,
 }
 
+/// What the openie stage makes of a valid document: a deletion passes through, carried
+/// triples pass through (entities: the title and every subject and object), otherwise the
+/// extractor runs.
+pub async fn extraction_of(doc: &Document, source: SourceRef, extractor: &Extractor) -> Result<Extraction, StageError> {
+    Ok(match (doc.op, &doc.triples) {
+        (DocOp::Delete, _) => Extraction {
+            schema_version: 1,
+            op: DocOp::Delete,
+            doc_id: doc.id.clone(),
+            title: String::new(),
+            entities: vec![],
+            triples: vec![],
+            extractor: "passthrough".into(),
+            source,
+        },
+        (DocOp::Upsert, Some(ts)) => {
+            let mut entities = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            let title = doc.title.trim();
+            for name in std::iter::once(title).chain(ts.iter().flat_map(|t| [t[0].trim(), t[2].trim()])) {
+                if !name.is_empty() && seen.insert(crate::normalize::normalize(name)) {
+                    entities.push(Mention { name: name.to_string(), kind: None });
+                }
+            }
+            Extraction {
+                schema_version: 1,
+                op: DocOp::Upsert,
+                doc_id: doc.id.clone(),
+                title: doc.title.clone(),
+                entities,
+                triples: ts
+                    .iter()
+                    .map(|t| Triple { subject: t[0].trim().into(), relation: t[1].trim().into(), object: t[2].trim().into() })
+                    .collect(),
+                extractor: "passthrough".into(),
+                source,
+            }
+        }
+        (DocOp::Upsert, None) => {
+            let got = extractor.extract(&doc.title, doc.text.as_deref().unwrap_or_default()).await?;
+            Extraction {
+                schema_version: 1,
+                op: DocOp::Upsert,
+                doc_id: doc.id.clone(),
+                title: doc.title.clone(),
+                entities: got.entities,
+                triples: got.triples,
+                extractor: extractor.name(),
+                source,
+            }
+        }
+    })
+}
+
 impl OpenIe {
     async fn process(&self, r: &Record) -> Outcome {
         let doc: Document = decode(&r.payload)?;
         validate(&doc, &self.limits)?;
         let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset };
-        let ex = match (doc.op, &doc.triples) {
-            (DocOp::Delete, _) => Extraction {
-                schema_version: 1,
-                op: DocOp::Delete,
-                doc_id: doc.id.clone(),
-                title: String::new(),
-                entities: vec![],
-                triples: vec![],
-                extractor: "passthrough".into(),
-                source,
-            },
-            (DocOp::Upsert, Some(ts)) => {
-                let mut entities = Vec::new();
-                let mut seen = std::collections::HashSet::new();
-                let title = doc.title.trim();
-                for name in std::iter::once(title).chain(ts.iter().flat_map(|t| [t[0].trim(), t[2].trim()])) {
-                    if !name.is_empty() && seen.insert(crate::normalize::normalize(name)) {
-                        entities.push(Mention { name: name.to_string(), kind: None });
-                    }
-                }
-                Extraction {
-                    schema_version: 1,
-                    op: DocOp::Upsert,
-                    doc_id: doc.id.clone(),
-                    title: doc.title.clone(),
-                    entities,
-                    triples: ts
-                        .iter()
-                        .map(|t| Triple { subject: t[0].trim().into(), relation: t[1].trim().into(), object: t[2].trim().into() })
-                        .collect(),
-                    extractor: "passthrough".into(),
-                    source,
-                }
-            }
-            (DocOp::Upsert, None) => {
-                let text = doc.text.as_deref().unwrap_or_default();
-                let got = self.extractor.extract(&doc.title, text).await?;
-                Extraction {
-                    schema_version: 1,
-                    op: DocOp::Upsert,
-                    doc_id: doc.id.clone(),
-                    title: doc.title.clone(),
-                    entities: got.entities,
-                    triples: got.triples,
-                    extractor: self.extractor.name(),
-                    source,
-                }
-            }
-        };
+        let ex = extraction_of(&doc, source, &self.extractor).await?;
         Ok(vec![Output { topic: self.topics.triples.clone(), key: doc.id, payload: encode(&ex) }])
     }
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use streamrag::synth::{self, SynthQuestion};
 use streamrag_operators::graph::{Dirty, GraphState, GraphStats};
-use streamrag_operators::openie::Extractor;
-use streamrag_schemas::{Document, Extraction, SourceRef};
+use streamrag_operators::openie::{extraction_of, Extractor};
+use streamrag_schemas::{Document, SourceRef};
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_streamrag")
@@ -143,23 +143,15 @@ pub fn corpus() -> (Vec<Document>, Vec<SynthQuestion>) {
     synth::corpus(200, 42)
 }
 
-/// The graph the pipeline must build from `docs`, computed in-process from the library
-/// (extract -> resolve -> apply) with no transport: the oracle for both suites.
+/// The graph the pipeline must build from `docs` applied in order, computed in-process with
+/// the stages' own functions (openie's extraction -> resolve -> apply) and no transport: the
+/// oracle for the suites.
 pub fn expected(docs: &[Document]) -> GraphStats {
     let rt = rt();
     let mut g = GraphState::new();
     for (i, d) in docs.iter().enumerate() {
-        let got = rt.block_on(Extractor::Builtin.extract(&d.title, d.text.as_deref().unwrap())).unwrap();
-        let ex = Extraction {
-            schema_version: 1,
-            op: d.op,
-            doc_id: d.id.clone(),
-            title: d.title.clone(),
-            entities: got.entities,
-            triples: got.triples,
-            extractor: "builtin".into(),
-            source: SourceRef { topic: "x".into(), partition: 0, offset: i as i64 },
-        };
+        let source = SourceRef { topic: "x".into(), partition: 0, offset: i as i64 };
+        let ex = rt.block_on(extraction_of(d, source, &Extractor::Builtin)).unwrap();
         let delta = streamrag_operators::resolve::resolve(&ex);
         g.apply(&delta.doc_id, GraphState::entry_of(&delta), &mut Dirty::default());
     }

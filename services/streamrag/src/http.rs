@@ -43,6 +43,7 @@ async fn health(State(s): State<Arc<ApiState>>) -> Json<Value> {
         "status": "ok",
         "transport": s.node.transport.name(),
         "stages": s.node.config.stages,
+        "started_from_snapshot": s.node.started_from,
     }))
 }
 

@@ -508,13 +508,14 @@ async fn cmd_replay(a: ReplayArgs, file: FileConfig) -> Result<()> {
     println!("read snapshot: {rows} rows in {read_s:.2}s ({:.0} rows/s), {} triples; offsets {:?}", rows as f64 / read_s, g.triple_count(), m.offsets);
 
     let topic = file.topics.graph_deltas.clone();
-    let store = open_store(&a.data)?;
+    let mut store = open_store(&a.data)?;
     if !store.is_empty() {
         if !a.force {
             bail!("the graph store under {} is not empty; pass --force to replace it", a.data.display());
         }
         drop(store);
         std::fs::remove_dir_all(a.data.join("graph"))?;
+        store = open_store(&a.data)?;
     }
     // The log to continue from: Kafka, or the embedded log of the data directory.
     let source = if a.no_log {
@@ -560,7 +561,6 @@ async fn cmd_replay(a: ReplayArgs, file: FileConfig) -> Result<()> {
         println!("no log to continue from (--no-log, or no --brokers and no embedded log under {})", a.data.display());
     }
     let t2 = Instant::now();
-    let store = open_store(&a.data)?;
     let keys = (g.document_count() + g.entity_count() + g.triple_count()) as u64;
     let g2 = std::sync::Arc::new(g);
     let g3 = g2.clone();

@@ -189,6 +189,8 @@ pub struct Node {
     /// Number of live documents after each persisted kg-writer batch.
     pub applied: watch::Receiver<usize>,
     pub answers: AnswerRouter,
+    /// For a query replica that started from a snapshot: the offsets that snapshot reflected.
+    pub started_from: Option<std::collections::BTreeMap<String, i64>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -214,6 +216,7 @@ impl Node {
         };
         let mut tasks: Vec<Task> = Vec::new();
         let mut graph = None;
+        let mut started_from = None;
         if has("kg-writer") {
             let store = GraphStore::open(&config.data.join("graph"))
                 .with_context(|| format!("opening the graph store under {}", config.data.display()))?;
@@ -236,6 +239,7 @@ impl Node {
                 if let Some(dir) = snapshot::resolve(root)? {
                     let (s, m) = tokio::task::spawn_blocking(move || snapshot::read(&dir, &mut NoProgress)).await??;
                     tracing::info!(documents = s.document_count(), offsets = ?m.offsets, "query replica starts from a snapshot");
+                    started_from = Some(m.offsets);
                     state = s;
                 }
             }
@@ -266,7 +270,7 @@ impl Node {
         let sub = transport.subscribe(&group, &config.topics.answers, true).await?;
         let router = answers.clone().run(sub, shutdown_rx.clone());
         tasks.push(("answer-router".into(), tokio::spawn(router)));
-        Ok((Arc::new(Node { config, transport, graph, applied, answers, shutdown }), Tasks(tasks)))
+        Ok((Arc::new(Node { config, transport, graph, applied, answers, started_from, shutdown }), Tasks(tasks)))
     }
 
     /// Asks every task to stop; [`Tasks::join`] waits for them.
