@@ -163,16 +163,24 @@ struct ReplayArgs {
     force: bool,
 }
 
+/// Where `ingest` and `ask` send: Kafka, a running process's HTTP API, or a stopped node's
+/// data directory.
 #[derive(Args)]
-struct IngestArgs {
+struct TargetArgs {
     #[command(flatten)]
     conn: Conn,
-    /// Send to a running process's HTTP API instead.
+    /// A running process's HTTP API instead.
     #[arg(long, conflicts_with = "brokers")]
     http: Option<String>,
     /// Data directory of a stopped embedded node (when neither --brokers nor --http).
     #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
     data: PathBuf,
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    #[command(flatten)]
+    to: TargetArgs,
     /// Publish a deletion of this document id instead of reading a file.
     #[arg(long)]
     delete: Option<String>,
@@ -186,12 +194,7 @@ struct IngestArgs {
 #[derive(Args)]
 struct AskArgs {
     #[command(flatten)]
-    conn: Conn,
-    #[arg(long, conflicts_with = "brokers")]
-    http: Option<String>,
-    /// Data directory of a stopped embedded node (when neither --brokers nor --http).
-    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
-    data: PathBuf,
+    to: TargetArgs,
     /// Print the answer message as JSON.
     #[arg(long)]
     json: bool,
@@ -287,16 +290,16 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
 }
 
-fn target(conn: &Conn, http: &Option<String>, data: &std::path::Path, file: &FileConfig) -> Target {
-    if let Some(h) = http {
+fn target(to: &TargetArgs, file: &FileConfig) -> Target {
+    if let Some(h) = &to.http {
         return Target::Http(h.clone());
     }
-    if let Some(b) = &conn.brokers {
+    if let Some(b) = &to.conn.brokers {
         let mut options = file.kafka_options();
-        options.extend(conn.kafka_options.iter().cloned());
+        options.extend(to.conn.kafka_options.iter().cloned());
         return Target::Kafka { brokers: b.clone(), options };
     }
-    Target::Embedded(data.to_path_buf())
+    Target::Embedded(to.data.clone())
 }
 
 fn init_logs(level: &str, json: bool) {
@@ -379,7 +382,7 @@ fn print_answer(a: &streamrag_schemas::Answer, json: bool) {
 }
 
 async fn cmd_ingest(a: IngestArgs, file: FileConfig) -> Result<()> {
-    let t = target(&a.conn, &a.http, &a.data, &file);
+    let t = target(&a.to, &file);
     let items = match (&a.delete, &a.file) {
         (Some(id), None) => vec![Line::Doc(Document::delete(id.clone()))],
         (None, Some(path)) => client::read_lines(path, a.raw, &file.limits)?,
@@ -403,7 +406,7 @@ async fn cmd_ingest(a: IngestArgs, file: FileConfig) -> Result<()> {
 }
 
 async fn cmd_ask(a: AskArgs, file: FileConfig) -> Result<()> {
-    let t = target(&a.conn, &a.http, &a.data, &file);
+    let t = target(&a.to, &file);
     let answer = client::ask(&t, &file.topics, &a.question, a.top_k, Duration::from_secs(a.timeout_s)).await?;
     print_answer(&answer, a.json);
     Ok(())
