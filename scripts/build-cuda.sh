@@ -38,6 +38,9 @@ fi
 export PATH="$CU/bin:$PATH" CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90} CUDARC_CUDA_VERSION=13000 LIBRARY_PATH="$LINK"
 export RUSTFLAGS="-L native=$LINK -C link-arg=-Wl,-rpath,\$ORIGIN:\$ORIGIN/lib:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib:/usr/local/nvidia/lib64"
 export CARGO_TARGET_DIR=$ROOT/target/cuda/build
+# the patch rewrites candle-core's source in Cargo.lock: keep the committed lock untouched
+cp Cargo.lock target/cuda/Cargo.lock.orig
+trap 'cp target/cuda/Cargo.lock.orig Cargo.lock' EXIT
 cargo build --release -p streamrag --features cuda --config "patch.crates-io.candle-core.path=\"$PATCHED\""
 
 OUT=$ROOT/target/cuda/dist
