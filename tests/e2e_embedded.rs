@@ -81,3 +81,20 @@ fn embedded_pipeline_survives_sigkill_and_answers() {
     assert!(d.reason.contains("schema") || d.reason.contains("JSON") || d.reason.contains("EOF"), "{}", d.reason);
     assert_eq!(d.payload().unwrap(), b"{\"id\": \"broken\", \"text\": ");
 }
+
+/// The README's main command: `streamrag demo` indexes the shipped sample corpus and answers
+/// the sample questions with documents.
+#[test]
+fn the_demo_indexes_the_samples_and_answers_with_documents() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let (corpus, questions) = (root.join("samples/corpus.jsonl"), root.join("samples/questions.txt"));
+    let out = streamrag(&["demo", "--corpus", corpus.to_str().unwrap(), "--questions", questions.to_str().unwrap()]);
+    let docs = std::fs::read_to_string(&corpus).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(out.starts_with(&format!("indexed {docs} documents")), "{out}");
+    let asked = std::fs::read_to_string(&questions).unwrap().lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).count();
+    let answers: Vec<&str> = out.split("Q: ").skip(1).collect();
+    assert_eq!(answers.len(), asked, "{out}");
+    let with_docs = answers.iter().filter(|a| a.contains("\n  1. ")).count();
+    assert!(with_docs * 4 >= asked * 3, "only {with_docs} of {asked} answered with documents:\n{out}");
+    assert!(out.contains("[charles-babbage]"), "Babbage's page answers the Analytical Engine question:\n{out}");
+}

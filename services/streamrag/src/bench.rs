@@ -82,7 +82,6 @@ pub async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
     let t_all = Instant::now();
     for &size in &sizes {
         let t0 = Instant::now();
-        let before = live.current().triple_count();
         let mut sent_triples = 0usize;
         while live.current().triple_count() < size {
             let batch: Vec<Record> = (0..256)
@@ -99,7 +98,6 @@ pub async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
             writer.after_commit(&batch);
         }
         let apply_s = t0.elapsed().as_secs_f64();
-        let grown = live.current().triple_count() - before;
         // Updates: a new version of an existing document, one per batch, as it would arrive.
         let mut lat = Vec::new();
         for k in 0..200 {
@@ -121,7 +119,6 @@ pub async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
             percentile(&lat, 0.95),
             peak_rss_mib()
         );
-        let _ = grown;
     }
     let g = live.current();
     println!("built {} triples, {} entities, {} documents in {:.1}s", g.triple_count(), g.entity_count(), g.document_count(), t_all.elapsed().as_secs_f64());

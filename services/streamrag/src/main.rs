@@ -426,13 +426,9 @@ async fn cmd_stats(a: StatsArgs) -> Result<()> {
 }
 
 async fn cmd_demo(a: DemoArgs) -> Result<()> {
-    let tmp;
     let data = match &a.data {
         Some(d) => d.clone(),
-        None => {
-            tmp = tempdir()?;
-            tmp.clone()
-        }
+        None => tempdir()?,
     };
     let docs = client::read_lines(a.corpus.to_str().unwrap_or("-"), false, &Limits::default())?;
     for d in &docs {
@@ -461,11 +457,10 @@ async fn cmd_demo(a: DemoArgs) -> Result<()> {
     node.wait_drained(Duration::from_secs(120)).await?;
     let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
     println!(
-        "indexed {n} documents in {:.2}s: {} entities, {} triples (data in {})\n",
+        "indexed {n} documents in {:.2}s: {} entities, {} triples\n",
         t0.elapsed().as_secs_f64(),
         stats.entities,
-        stats.triples,
-        data.display()
+        stats.triples
     );
     for q in &questions {
         let query = streamrag_schemas::Query { schema_version: 1, query_id: http::new_query_id(), question: q.clone(), top_k: Some(3) };
@@ -478,6 +473,10 @@ async fn cmd_demo(a: DemoArgs) -> Result<()> {
         println!();
     }
     tasks.join(&node).await?;
+    if a.data.is_none() {
+        drop(node);
+        let _ = std::fs::remove_dir_all(&data);
+    }
     Ok(())
 }
 

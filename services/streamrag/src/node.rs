@@ -292,8 +292,12 @@ impl Node {
             if !self.config.stages.iter().any(|s| s == stage) {
                 continue;
             }
-            let group = format!("{}.{}", self.config.group_prefix, stage);
-            if log.committed(&group, input)?.unwrap_or(0) < log.end_offset(input)? {
+            // the kg-writer keeps its position with the graph, not in a consumer group
+            let done = match (stage, &self.graph) {
+                ("kg-writer", Some(g)) => g.current().resume_offsets(input).get(&0).copied().unwrap_or(0),
+                _ => log.committed(&format!("{}.{}", self.config.group_prefix, stage), input)?.unwrap_or(0),
+            };
+            if done < log.end_offset(input)? {
                 return Ok(false);
             }
         }
