@@ -5,8 +5,8 @@
 # with one feature changed (cudarc's dynamic-loading instead of dynamic-linking, since no
 # libcuda/cuBLAS exist here to link against), then patched in for this build only.
 #
-#   scripts/build-cuda.sh            -> target/cuda/streamrag-cuda.tar (binary + libcudart, ~45 MB:
-#                                       under the device tool's 64 MiB per call)
+#   scripts/build-cuda.sh            -> target/cuda/streamrag-cuda.tar.gz (binary + libcudart:
+#                                       ~71 MB, 20 MB gzipped, under the device tool's 64 MiB)
 # First build: ~15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,5 +48,5 @@ rm -rf "$OUT" && mkdir -p "$OUT/lib"
 cp "$CARGO_TARGET_DIR/release/streamrag" "$OUT/streamrag"
 strip "$OUT/streamrag"
 cp "$CU/lib/libcudart.so.13" "$OUT/lib/"
-tar -C "$OUT" -cf "$ROOT/target/cuda/streamrag-cuda.tar" .
-ls -la "$ROOT/target/cuda/streamrag-cuda.tar"
+tar -C "$OUT" -czf "$ROOT/target/cuda/streamrag-cuda.tar.gz" .
+ls -la "$ROOT/target/cuda/streamrag-cuda.tar.gz"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The one prepared script for the H200 (run through the device tool from the repository root,
-# with target/cuda/streamrag-cuda.tar built by scripts/build-cuda.sh and carried along:
-#   carry ["target/cuda/streamrag-cuda.tar"], command: bash scripts/device/run_glm_bench.sh).
+# with target/cuda/streamrag-cuda.tar.gz built by scripts/build-cuda.sh and carried along:
+#   carry ["target/cuda/streamrag-cuda.tar.gz"], command: bash scripts/device/run_glm_bench.sh).
 # Writes everything under $OUT: the CPU/GPU correctness check, the Rust benchmark, the same
 # computation in PyTorch on the same inputs, and nvidia-smi's peak memory.
 set -uo pipefail
 OUT=${OUT:-/tmp/glm-out}
 mkdir -p "$OUT" /tmp/glm && cd /tmp/glm
-tar -xf "$OLDPWD/target/cuda/streamrag-cuda.tar"
+tar -xzf "$OLDPWD/target/cuda/streamrag-cuda.tar.gz"
 export LD_LIBRARY_PATH="$(/opt/torch/.venv/bin/python3 -c "import nvidia,glob,os; print(':'.join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p,'*','lib')) if os.path.isdir(d))))"):/usr/local/nvidia/lib64:/tmp/glm/lib"
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$OUT/gpu-mem.csv" &
 SMI=$!
