@@ -163,7 +163,8 @@ pub fn bench(a: BenchGlm<'_>) -> Result<()> {
             var.set(&r)?;
         }
         for &b in a.batches {
-            let graphs: Vec<TokenizedGraph> = (0..b).map(|i| synthetic_graph(a.triplets, cfg.vocab_size as u32, i)).collect();
+            // the same graph b times: the PyTorch comparison repeats the dumped batch-1 input
+            let graphs: Vec<TokenizedGraph> = (0..b).map(|_| synthetic_graph(a.triplets, cfg.vocab_size as u32, 0)).collect();
             let refs: Vec<&TokenizedGraph> = graphs.iter().collect();
             let batch = Batch::new(&refs, enc.mask_bucket(), a.dtype, &a.device)?;
             if let (Some(path), 1) = (a.dump, b) {
