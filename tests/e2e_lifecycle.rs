@@ -41,10 +41,12 @@ fn a_thousand_documents_with_updates_and_deletes_equal_a_fresh_run() {
     }
     let deleted: Vec<String> = finals.iter().skip(5).step_by(9).filter(|d| !changes.iter().any(|c| c.id == d.id)).take(100).map(|d| d.id.clone()).collect();
     assert_eq!((changes.len(), deleted.len()), (100, 100));
-    changes.extend(deletions(&deleted));
+    // 99 deletions as JSON lines, the last one with `ingest --delete`
+    changes.extend(deletions(&deleted[..99]));
     let upd = dir.path().join("changes.jsonl");
     write_jsonl(&upd, &changes);
     streamrag(&["ingest", "--http", &addr, upd.to_str().unwrap()]);
+    streamrag(&["ingest", "--http", &addr, "--delete", &deleted[99]]);
     finals.retain(|d| !deleted.contains(&d.id));
     let want = expected(&finals);
     let got = wait_stats(&addr, Duration::from_secs(120), |s| s.documents == 900 && s.digest == want.digest);
