@@ -106,12 +106,6 @@ impl EmbeddedLog {
         Ok(positions)
     }
 
-    /// Appends one raw record (any bytes), as a misbehaving producer might.
-    pub async fn produce_raw(&self, topic: &str, key: &str, payload: &[u8]) -> Result<Position, TransportError> {
-        let out = Output { topic: topic.into(), key: key.into(), payload: payload.to_vec() };
-        Ok(self.produce(std::slice::from_ref(&out)).await?[0])
-    }
-
     /// The offset the next record of `topic` will get.
     pub fn end_offset(&self, topic: &str) -> Result<i64, TransportError> {
         Ok(match self.tree(topic)?.last()? {
