@@ -13,8 +13,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use streamrag_operators::openie;
-use streamrag_operators::transport::Output;
-use streamrag_schemas::{encode, Document, Query, SCHEMA_VERSION};
+use streamrag_schemas::{Document, Query, SCHEMA_VERSION};
 
 use crate::node::Node;
 
@@ -88,11 +87,7 @@ async fn documents(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> R
         Ok(d) => d,
         Err(r) => return r,
     };
-    let outputs: Vec<Output> = docs
-        .iter()
-        .map(|d| Output { topic: s.node.config.topics.docs.clone(), key: d.id.clone(), payload: encode(d) })
-        .collect();
-    match s.node.transport.produce(&outputs).await {
+    match s.node.publish_documents(&docs).await {
         Ok(pos) => (
             StatusCode::ACCEPTED,
             Json(json!({ "accepted": pos.len(), "offsets": pos.iter().map(|p| json!({"partition": p.partition, "offset": p.offset})).collect::<Vec<_>>() })),
@@ -128,18 +123,10 @@ async fn query(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Respo
     if let Err(e) = streamrag_operators::query::validate(&query, &s.node.config.limits) {
         return error(StatusCode::BAD_REQUEST, e.message);
     }
-    let rx = s.node.answers.wait_for(&query.query_id);
-    let out = Output { topic: s.node.config.topics.queries.clone(), key: query.query_id.clone(), payload: encode(&query) };
-    if let Err(e) = s.node.transport.produce(&[out]).await {
-        s.node.answers.forget(&query.query_id);
-        return error(StatusCode::SERVICE_UNAVAILABLE, format!("could not publish the query: {e}"));
-    }
-    match tokio::time::timeout(s.answer_timeout, rx).await {
-        Ok(Ok(a)) => Json(a).into_response(),
-        _ => {
-            s.node.answers.forget(&query.query_id);
-            error(StatusCode::GATEWAY_TIMEOUT, format!("no answer for {} within {:?}", query.query_id, s.answer_timeout))
-        }
+    match s.node.ask(&query, s.answer_timeout).await {
+        Ok(a) => Json(a).into_response(),
+        Err(e) if e.is::<crate::node::AskTimeout>() => error(StatusCode::GATEWAY_TIMEOUT, e.to_string()),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
 

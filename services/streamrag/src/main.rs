@@ -446,14 +446,14 @@ async fn cmd_demo(a: DemoArgs) -> Result<()> {
     let (node, tasks) = Node::start(NodeConfig::embedded(&data)).await?;
     let t0 = Instant::now();
     let n = docs.len();
-    let outs: Vec<_> = docs
+    let docs: Vec<Document> = docs
         .into_iter()
         .filter_map(|l| match l {
-            Line::Doc(d) => Some(streamrag_operators::transport::Output { topic: node.config.topics.docs.clone(), key: d.id.clone(), payload: streamrag_schemas::encode(&d) }),
+            Line::Doc(d) => Some(d),
             _ => None,
         })
         .collect();
-    node.transport.produce(&outs).await?;
+    node.publish_documents(&docs).await?;
     node.wait_drained(Duration::from_secs(120)).await?;
     let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
     println!(
@@ -464,11 +464,7 @@ async fn cmd_demo(a: DemoArgs) -> Result<()> {
     );
     for q in &questions {
         let query = streamrag_schemas::Query { schema_version: 1, query_id: http::new_query_id(), question: q.clone(), top_k: Some(3) };
-        let rx = node.answers.wait_for(&query.query_id);
-        node.transport
-            .produce(&[streamrag_operators::transport::Output { topic: node.config.topics.queries.clone(), key: query.query_id.clone(), payload: streamrag_schemas::encode(&query) }])
-            .await?;
-        let answer = tokio::time::timeout(Duration::from_secs(30), rx).await.context("waiting for an answer")??;
+        let answer = node.ask(&query, Duration::from_secs(30)).await?;
         print_answer(&answer, false);
         println!();
     }
@@ -507,13 +503,9 @@ async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()
         cfg.group_prefix = format!("streamrag.bench-{run_id}");
     }
     let (node, tasks) = Node::start(cfg).await?;
-    let outs: Vec<_> = docs
-        .iter()
-        .map(|d| streamrag_operators::transport::Output { topic: node.config.topics.docs.clone(), key: d.id.clone(), payload: streamrag_schemas::encode(d) })
-        .collect();
     let t1 = Instant::now();
-    for chunk in outs.chunks(1000) {
-        node.transport.produce(chunk).await?;
+    for chunk in docs.chunks(1000) {
+        node.publish_documents(chunk).await?;
     }
     let ingest_s = t1.elapsed().as_secs_f64();
     let mut applied = node.applied.clone();

@@ -15,9 +15,9 @@ use streamrag_operators::snapshot::{self, NoProgress};
 use streamrag_operators::runtime::{self, RunOptions};
 use streamrag_operators::transport::embedded::EmbeddedLog;
 use streamrag_operators::transport::kafka::{KafkaConfig, KafkaTransport};
-use streamrag_operators::transport::{Subscription, Transport};
+use streamrag_operators::transport::{Output, Position, Subscription, Transport};
 use streamrag_operators::{Limits, Topics};
-use streamrag_schemas::{decode, Answer};
+use streamrag_schemas::{decode, encode, Answer, Document, Query};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -136,6 +136,11 @@ fn prune_snapshots(root: &Path, keep: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// No answer came in time.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer for {0} within {1:?}")]
+pub struct AskTimeout(pub String, pub Duration);
 
 /// Routes answers from the answers topic to whoever waits for a query id.
 #[derive(Clone, Default)]
@@ -271,6 +276,32 @@ impl Node {
         let router = answers.clone().run(sub, shutdown_rx.clone());
         tasks.push(("answer-router".into(), tokio::spawn(router)));
         Ok((Arc::new(Node { config, transport, graph, applied, answers, started_from, shutdown }), Tasks(tasks)))
+    }
+
+    /// Publishes documents onto the docs topic (keyed by id); returns when acknowledged.
+    pub async fn publish_documents(&self, docs: &[Document]) -> Result<Vec<Position>> {
+        let outs: Vec<Output> = docs
+            .iter()
+            .map(|d| Output { topic: self.config.topics.docs.clone(), key: d.id.clone(), payload: encode(d) })
+            .collect();
+        Ok(self.transport.produce(&outs).await?)
+    }
+
+    /// Publishes a query and waits up to `timeout` for its answer on the answers topic.
+    pub async fn ask(&self, query: &Query, timeout: Duration) -> Result<Answer> {
+        let rx = self.answers.wait_for(&query.query_id);
+        let out = Output { topic: self.config.topics.queries.clone(), key: query.query_id.clone(), payload: encode(query) };
+        if let Err(e) = self.transport.produce(&[out]).await {
+            self.answers.forget(&query.query_id);
+            return Err(anyhow::anyhow!("could not publish the query: {e}"));
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(a)) => Ok(a),
+            _ => {
+                self.answers.forget(&query.query_id);
+                Err(AskTimeout(query.query_id.clone(), timeout).into())
+            }
+        }
     }
 
     /// Asks every task to stop; [`Tasks::join`] waits for them.
