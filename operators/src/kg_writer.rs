@@ -60,9 +60,6 @@ pub struct KgWriter {
     pub store: Option<GraphStore>,
     /// Bumped after every applied batch (number of live documents), for waiters.
     pub applied: watch::Sender<usize>,
-    /// Where to start when the graph has no offsets for a partition (a replica from a
-    /// snapshot passes the snapshot's).
-    pub start: Option<std::collections::BTreeMap<i32, i64>>,
     next_seq: u64,
     in_flight: Vec<u64>,
     /// The version before the current one, and the steps that turn it into the current one.
@@ -71,7 +68,7 @@ pub struct KgWriter {
 
 impl KgWriter {
     pub fn new(topics: Topics, graph: LiveGraph, store: Option<GraphStore>, applied: watch::Sender<usize>) -> Self {
-        KgWriter { topics, graph, store, applied, start: None, next_seq: 0, in_flight: Vec::new(), spare: None }
+        KgWriter { topics, graph, store, applied, next_seq: 0, in_flight: Vec::new(), spare: None }
     }
 }
 
@@ -147,9 +144,8 @@ impl Operator for KgWriter {
     }
 
     fn start_from(&self) -> StartFrom {
-        let mut from = self.start.clone().unwrap_or_default();
-        from.extend(self.graph.current().resume_offsets(&self.topics.graph_deltas));
-        StartFrom::Offsets(from)
+        // the graph's own offsets (a replica's come from its snapshot); other partitions from the start
+        StartFrom::Offsets(self.graph.current().resume_offsets(&self.topics.graph_deltas))
     }
 
     fn recover_outputs(&mut self) -> Vec<Output> {

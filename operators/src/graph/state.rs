@@ -361,9 +361,6 @@ impl GraphState {
             return None;
         }
         let mut change = Change::default();
-        let old = old_ix.map(|i| self.docs.at(i).clone());
-        let old_ents: Vec<Ix> = old.as_ref().map(|d| d.entities.iter().map(|e| e.0).collect()).unwrap_or_default();
-        let old_triples: Vec<TIx> = old.as_ref().map(|d| d.triples.clone()).unwrap_or_default();
         // The document slot: kept through the update (its index is referenced by support
         // lists), created for a new document, freed after a deletion.
         let d = match (old_ix, &entry) {
@@ -399,15 +396,16 @@ impl GraphState {
             new_triples.sort_unstable();
             new_triples.dedup();
         }
-        // Install the new content before touching names, so name lookups see it.
-        {
+        // Install the new content before touching names, so name lookups see it; what the
+        // slot held (nothing for a new document) is the old content, sorted like the new.
+        let (old_ents, old_triples) = {
             let doc = self.docs.at_mut(d);
             if let Some(e) = &entry {
                 doc.title = e.title.clone().into();
             }
-            doc.entities = new_ents.clone();
-            doc.triples = new_triples.clone();
-        }
+            (std::mem::replace(&mut doc.entities, new_ents.clone()), std::mem::replace(&mut doc.triples, new_triples.clone()))
+        };
+        let old_name_of = |e: Ix| old_ents.binary_search_by_key(&e, |x| x.0).ok().map(|i| old_ents[i].1.to_string());
         for t in old_triples.iter().filter(|t| new_triples.binary_search(t).is_err()) {
             self.unsupport(t, d, &mut change);
         }
@@ -415,22 +413,20 @@ impl GraphState {
             self.support(t, d, &mut change);
         }
         let new_ix: Vec<Ix> = new_ents.iter().map(|x| x.0).collect();
-        let mut old_sorted = old_ents.clone();
-        old_sorted.sort_unstable();
-        for &e in new_ix.iter().filter(|e| old_sorted.binary_search(e).is_err()) {
+        let old_ix: Vec<Ix> = old_ents.iter().map(|x| x.0).collect();
+        for &e in new_ix.iter().filter(|e| old_ix.binary_search(e).is_err()) {
             self.mention(e, d);
         }
         // A name may change where this document names the entity differently.
-        for &e in new_ix.iter().filter(|e| old_sorted.binary_search(e).is_ok()) {
+        for &e in new_ix.iter().filter(|e| old_ix.binary_search(e).is_ok()) {
             if self.ents.at(e).name_doc == d {
-                let old_name = old.as_ref().and_then(|o| o.name_of(e)).map(str::to_string);
-                if let Some(n) = old_name {
+                if let Some(n) = old_name_of(e) {
                     self.rename(e, &n);
                 }
             }
         }
-        for &e in old_sorted.iter().filter(|e| new_ix.binary_search(e).is_err()) {
-            let old_name = old.as_ref().and_then(|o| o.name_of(e)).unwrap_or("").to_string();
+        for &e in old_ix.iter().filter(|e| new_ix.binary_search(e).is_err()) {
+            let old_name = old_name_of(e).unwrap_or_default();
             self.unmention(e, d, &old_name, &mut change);
         }
         if entry.is_none() {

@@ -59,8 +59,10 @@ fn record(topic: &str, offset: i64, d: &GraphDelta) -> Record {
     Record { topic: topic.into(), partition: 0, offset, key: Some(d.doc_id.clone().into_bytes()), payload: encode(d), timestamp_ms: 0 }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+/// The `p` quantile (nearest rank) of `v`, which it sorts.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 pub async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
@@ -110,13 +112,12 @@ pub async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
             writer.after_commit(&r);
             lat.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        lat.sort_by(f64::total_cmp);
         println!(
             "{:>10} {:>12.0} {:>14.3} {:>14.3} {:>14.0}",
             live.current().triple_count(),
             sent_triples as f64 / apply_s,
-            percentile(&lat, 0.5),
-            percentile(&lat, 0.95),
+            percentile(&mut lat, 0.5),
+            percentile(&mut lat, 0.95),
             peak_rss_mib()
         );
     }

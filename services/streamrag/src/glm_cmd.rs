@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 use streamrag_glm::graph::{self, HfTokenizer, LabelTokenizer, Mode, TokenizedGraph, Triplet, MASKED};
 use streamrag_glm::{Batch, BertGraphEncoder, T5Config, T5GraphEncoder};
 
+use crate::bench::{peak_rss_mib, percentile};
+
 /// Extra bias rows every encoder is built with: enough for global mode with the question.
 pub const EXTRA_BUCKETS: usize = 3;
 
@@ -125,10 +127,6 @@ pub fn synthetic_graph(n: usize, vocab: u32, seed: usize) -> TokenizedGraph {
     graph::build(&ts, Some(q), Mode::Global, &HashWords(vocab)).expect("synthetic graph")
 }
 
-fn peak_rss_mib() -> f64 {
-    crate::bench::peak_rss_mib()
-}
-
 pub struct BenchGlm<'a> {
     pub models: &'a [String],
     pub triplets: usize,
@@ -138,11 +136,6 @@ pub struct BenchGlm<'a> {
     pub iters: usize,
     pub warmup: usize,
     pub dump: Option<&'a Path>,
-}
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 pub fn bench(a: BenchGlm<'_>) -> Result<()> {
