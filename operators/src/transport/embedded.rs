@@ -29,6 +29,10 @@ struct Inner {
     append: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Woken whenever any topic grows.
     grown: Notify,
+    /// Flushes one at a time: concurrent `flush_async` calls deadlock in sled 0.34
+    /// (spacejam/sled#1308; seen here with 8 concurrent questions: every sled IO thread parked
+    /// in `make_stable_inner`).
+    flushing: tokio::sync::Mutex<()>,
 }
 
 fn encode_record(timestamp_ms: i64, key: &[u8], payload: &[u8]) -> Vec<u8> {
@@ -72,7 +76,7 @@ impl EmbeddedLog {
         })?;
         let groups = db.open_tree(GROUPS_TREE)?;
         Ok(EmbeddedLog {
-            inner: Arc::new(Inner { db, groups, append: Mutex::new(HashMap::new()), grown: Notify::new() }),
+            inner: Arc::new(Inner { db, groups, append: Mutex::new(HashMap::new()), grown: Notify::new(), flushing: tokio::sync::Mutex::new(()) }),
         })
     }
 
@@ -100,7 +104,13 @@ impl EmbeddedLog {
             positions.push(Position { partition: 0, offset: next as i64 });
         }
         if !outputs.is_empty() {
-            self.inner.db.flush_async().await?;
+            // one flush at a time, off the async threads; a flush covers every write before it,
+            // so producers that queued meanwhile find little left to write
+            let _one = self.inner.flushing.lock().await;
+            let db = self.inner.db.clone();
+            tokio::task::spawn_blocking(move || db.flush())
+                .await
+                .map_err(|e| TransportError::Other(format!("embedded log flush: {e}")))??;
             self.inner.grown.notify_waiters();
         }
         Ok(positions)
@@ -249,6 +259,26 @@ mod tests {
         assert_eq!(b.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![1, 2]);
         s.commit(&b).unwrap();
         assert_eq!(log.assign("t", &Default::default()).next_batch(10, Duration::from_millis(10)).await.unwrap().len(), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_producers_all_complete() {
+        // concurrent sled flushes used to deadlock the produce path (sled#1308)
+        let dir = tempfile::tempdir().unwrap();
+        let log = EmbeddedLog::open(dir.path()).unwrap();
+        let tasks: Vec<_> = (0..64)
+            .map(|i| {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    for j in 0..5 {
+                        log.produce(&[out(if i % 2 == 0 { "a" } else { "b" }, "k", &format!("{i}-{j}"))]).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        let all = futures::future::join_all(tasks);
+        tokio::time::timeout(std::time::Duration::from_secs(60), all).await.expect("producers finished");
+        assert_eq!(log.end_offset("a").unwrap() + log.end_offset("b").unwrap(), 320);
     }
 
     #[tokio::test]
