@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use crate::batch::Batch;
 use crate::graph::NUM_BUCKETS;
+use crate::ops::layer_norm;
 use crate::t5::MASK_BIAS;
 
 fn default_eps() -> f64 {
@@ -65,8 +66,9 @@ pub struct BertGraphEncoder {
     token_type: Embedding,
     emb_norm: LayerNorm,
     layers: Vec<Layer>,
-    /// (32 + extra + 1, H); the last row masks.
-    bias_table: Tensor,
+    /// (32 + extra, H); the mask row is appended per forward (see the T5 encoder).
+    table: Tensor,
+    mask_row: Tensor,
     extra_buckets: usize,
     dtype: DType,
     device: Device,
@@ -104,19 +106,23 @@ impl BertGraphEncoder {
         }
         let rows = NUM_BUCKETS as usize + extra_buckets;
         let name = "encoder.relative_attention_bias.weight";
-        let table = if vb.contains_tensor(name) {
-            vb.get((rows, cfg.num_attention_heads), name)?
-        } else {
-            Tensor::zeros((rows, cfg.num_attention_heads), vb.dtype(), vb.device())?
+        // A trainable VarBuilder creates the table (zeros); a plain checkpoint has none.
+        let table = match vb.get_with_hints((rows, cfg.num_attention_heads), name, candle_nn::Init::Const(0.0)) {
+            Ok(t) => t,
+            Err(_) if !vb.contains_tensor(name) => Tensor::zeros((rows, cfg.num_attention_heads), vb.dtype(), vb.device())?,
+            Err(e) => return Err(e),
         };
         let mask_row = Tensor::full(MASK_BIAS, (1, cfg.num_attention_heads), vb.device())?.to_dtype(vb.dtype())?;
         Ok(BertGraphEncoder {
-            word: emb(cfg.vocab_size, "word_embeddings")?,
+            // token embeddings stay frozen in training (detached: no gradient, no optimizer
+            // state for 30k x H weights that a few thousand questions cannot move usefully)
+            word: Embedding::new(e.pp("word_embeddings").get((cfg.vocab_size, h), "weight")?.detach(), h),
             position: emb(cfg.max_position_embeddings, "position_embeddings")?,
             token_type: emb(cfg.type_vocab_size, "token_type_embeddings")?,
             emb_norm: norm(e.pp("LayerNorm"))?,
             layers,
-            bias_table: Tensor::cat(&[&table, &mask_row], 0)?,
+            table,
+            mask_row,
             extra_buckets,
             dtype: vb.dtype(),
             device: vb.device().clone(),
@@ -150,8 +156,8 @@ impl BertGraphEncoder {
         let x = self.word.forward(input_ids)?;
         let x = x.broadcast_add(&pos.unsqueeze(0)?)?;
         let x = x.broadcast_add(&self.token_type.forward(&Tensor::zeros(1, DType::U32, &self.device)?)?.unsqueeze(0)?)?;
-        let mut x = self.emb_norm.forward(&x)?;
-        let bias = self.bias_table.index_select(&buckets.flatten_all()?, 0)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
+        let mut x = layer_norm(&self.emb_norm, &x)?;
+        let bias = Tensor::cat(&[&self.table, &self.mask_row], 0)?.index_select(&buckets.flatten_all()?, 0)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
         let scale = 1.0 / (dh as f64).sqrt();
         for layer in &self.layers {
             let split = |t: Tensor| -> Result<Tensor> { t.reshape((b, l, heads, dh))?.transpose(1, 2)?.contiguous() };
@@ -159,11 +165,11 @@ impl BertGraphEncoder {
             let k = split(layer.k.forward(&x)?)?;
             let v = split(layer.v.forward(&x)?)?;
             let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&bias)?;
-            let probs = candle_nn::ops::softmax_last_dim(&scores.to_dtype(DType::F32)?)?.to_dtype(v.dtype())?;
+            let probs = crate::ops::softmax_last(&scores, v.dtype())?;
             let a = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, l, heads * dh))?;
-            x = layer.attn_norm.forward(&(layer.attn_out.forward(&a)? + &x)?)?;
+            x = layer_norm(&layer.attn_norm, &(layer.attn_out.forward(&a)? + &x)?)?;
             let f = layer.out.forward(&layer.inter.forward(&x)?.gelu_erf()?)?;
-            x = layer.out_norm.forward(&(f + &x)?)?;
+            x = layer_norm(&layer.out_norm, &(f + &x)?)?;
         }
         x.broadcast_mul(&token_mask.unsqueeze(2)?)
     }

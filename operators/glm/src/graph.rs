@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// T5's bidirectional buckets.
 pub const NUM_BUCKETS: u32 = 32;
@@ -30,7 +30,7 @@ pub const MAX_DISTANCE: i32 = 128;
 /// Bucket id of a masked pair (never attended).
 pub const MASKED: u8 = u8::MAX;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Local,

@@ -129,7 +129,7 @@ impl Attention {
         let v = split(self.v.forward(x)?)?;
         // T5: no 1/sqrt(d) scaling
         let scores = q.matmul(&k.t()?)?.broadcast_add(bias)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores.to_dtype(DType::F32)?)?.to_dtype(v.dtype())?;
+        let probs = crate::ops::softmax_last(&scores, v.dtype())?;
         let out = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, l, self.heads * self.d_kv))?;
         self.o.forward(&out)
     }
@@ -178,7 +178,10 @@ pub struct T5GraphEncoder {
     blocks: Vec<Block>,
     final_norm: RmsNorm,
     /// (buckets + extra + 1, H): the last row masks.
-    bias_table: Tensor,
+    /// (buckets + extra, heads): trainable rows; the mask row is appended per forward, so an
+    /// optimizer's in-place update of the table is seen.
+    table: Tensor,
+    mask_row: Tensor,
     extra_buckets: usize,
     dtype: DType,
     device: Device,
@@ -206,7 +209,7 @@ impl T5GraphEncoder {
         } else {
             vb.get((cfg.vocab_size, cfg.d_model), "encoder.embed_tokens.weight")?
         };
-        let embed = Embedding::new(embed_w, cfg.d_model);
+        let embed = Embedding::new(embed_w.detach(), cfg.d_model); // frozen in training, as in the BERT encoder
         let enc = vb.pp("encoder");
         let mut blocks = Vec::with_capacity(cfg.num_layers);
         for i in 0..cfg.num_layers {
@@ -234,7 +237,6 @@ impl T5GraphEncoder {
             Tensor::cat(&parts, 0)?
         };
         let mask_row = Tensor::full(MASK_BIAS, (1, cfg.num_heads), table.device())?.to_dtype(table.dtype())?;
-        let bias_table = Tensor::cat(&[&table, &mask_row], 0)?;
         let final_norm = RmsNorm::load(enc.pp("final_layer_norm"), cfg.d_model, cfg.layer_norm_epsilon)?;
         Ok(T5GraphEncoder {
             dtype: table.dtype(),
@@ -243,7 +245,8 @@ impl T5GraphEncoder {
             embed,
             blocks,
             final_norm,
-            bias_table,
+            table,
+            mask_row,
             extra_buckets,
         })
     }
@@ -259,8 +262,8 @@ impl T5GraphEncoder {
         &self.device
     }
     /// The bias table, (buckets + extra + 1, heads); the last row masks.
-    pub fn bias_table(&self) -> &Tensor {
-        &self.bias_table
+    pub fn bias_table(&self) -> Result<Tensor> {
+        Tensor::cat(&[&self.table, &self.mask_row], 0)
     }
     /// Rows of the bias table, mask row excluded.
     pub fn bias_rows(&self) -> usize {
@@ -273,7 +276,7 @@ impl T5GraphEncoder {
         let (b, l) = input_ids.dims2()?;
         let heads = self.config.num_heads;
         let flat = buckets.flatten_all()?;
-        let bias = self.bias_table.index_select(&flat, 0)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
+        let bias = self.bias_table()?.index_select(&flat, 0)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
         let mut x = self.embed.forward(input_ids)?;
         for blk in &self.blocks {
             let h = blk.attn.forward(&blk.attn_norm.forward(&x)?, &bias)?;

@@ -1,0 +1,77 @@
+//! Sentence embeddings (sentence-transformers' all-MiniLM-L6-v2 recipe: mean of the token
+//! vectors, L2-normalised) for the question encoder, the dense baseline and seed linking.
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+
+use crate::batch::Batch;
+use crate::bert::BertGraphEncoder;
+use crate::graph::{sequence, HfTokenizer, LabelTokenizer};
+
+pub struct SentenceEncoder {
+    enc: BertGraphEncoder,
+    tok: HfTokenizer,
+    /// Longer texts keep their first tokens (sentence-transformers: 256 for MiniLM).
+    pub max_tokens: usize,
+    /// Texts per forward pass.
+    pub batch_size: usize,
+}
+
+impl SentenceEncoder {
+    /// `dir` holds `config.json`, `model.safetensors` and `tokenizer.json`.
+    pub fn load(dir: &Path, device: &Device) -> Result<Self, String> {
+        let enc = BertGraphEncoder::load(dir, DType::F32, device, 0)?;
+        let tok = HfTokenizer::from_file(&dir.join("tokenizer.json"))?;
+        Ok(SentenceEncoder { enc, tok, max_tokens: 256, batch_size: 16 })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.enc.config.hidden_size
+    }
+
+    pub fn device(&self) -> &Device {
+        self.enc.device()
+    }
+
+    fn ids(&self, text: &str) -> Result<Vec<u32>, String> {
+        let mut ids = self.tok.sentence_ids(text)?;
+        if ids.len() > self.max_tokens {
+            let last = *ids.last().expect("non-empty");
+            ids.truncate(self.max_tokens - 1);
+            ids.push(last);
+        }
+        Ok(ids)
+    }
+
+    /// (N, dim) unit vectors, in the order of `texts`.
+    pub fn embed(&self, texts: &[&str]) -> Result<Tensor, String> {
+        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.ids(t)).collect::<Result<_, _>>()?;
+        // batch texts of similar length together; put the rows back in order afterwards
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| ids[i].len());
+        let mut rows: Vec<Option<Tensor>> = vec![None; texts.len()];
+        for chunk in order.chunks(self.batch_size.max(1)) {
+            let graphs: Vec<_> = chunk.iter().map(|&i| sequence(&ids[i])).collect();
+            let refs: Vec<_> = graphs.iter().collect();
+            let e = (|| {
+                let b = Batch::new(&refs, self.enc.mask_bucket(), DType::F32, self.enc.device())?;
+                self.enc.sentence_embeddings(&b)
+            })()
+            .map_err(|e| e.to_string())?;
+            for (j, &i) in chunk.iter().enumerate() {
+                rows[i] = Some(e.get(j).map_err(|e| e.to_string())?);
+            }
+        }
+        if rows.is_empty() {
+            return Tensor::zeros((0, self.dim()), DType::F32, self.enc.device()).map_err(|e| e.to_string());
+        }
+        let rows: Vec<Tensor> = rows.into_iter().map(|r| r.expect("every row embedded")).collect();
+        Tensor::stack(&rows, 0).map_err(|e| e.to_string())
+    }
+
+    /// Like [`SentenceEncoder::embed`], as plain vectors.
+    pub fn embed_vecs(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        self.embed(texts)?.to_vec2::<f32>().map_err(|e| e.to_string())
+    }
+}
