@@ -16,8 +16,10 @@
 //! - [`config`]: topic names and limits shared by all stages.
 
 pub mod config;
+pub mod dense;
 pub mod error;
 pub mod extract;
+pub mod glm_retriever;
 pub mod graph;
 pub mod kg_writer;
 pub mod normalize;
@@ -27,6 +29,7 @@ pub mod resolve;
 pub mod replay;
 pub mod runtime;
 pub mod snapshot;
+pub mod subgraph;
 pub mod transport;
 
 pub use config::{Limits, Topics};

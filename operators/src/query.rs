@@ -51,10 +51,13 @@ impl Default for PprParams {
     }
 }
 
-/// Which retriever ranks entities. The GLM and the dense baseline join here.
-#[derive(Debug, Clone)]
+/// Which retriever answers: PPR over the entity graph (the default), the GLM (a trained
+/// checkpoint), or dense passage similarity.
+#[derive(Clone)]
 pub enum Retriever {
     Ppr(PprParams),
+    Glm(std::sync::Arc<crate::glm_retriever::GlmRetriever>),
+    Dense(std::sync::Arc<crate::dense::DenseIndex>),
 }
 
 impl Default for Retriever {
@@ -74,6 +77,15 @@ pub struct Retrieved {
 /// Links a question to entities: the longest word n-grams that are entity ids (ids are
 /// normalised names); when none match, entities sharing the question's rarest content words.
 pub fn seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
+    let found = exact_seeds(g, question, max_ngram);
+    if !found.is_empty() {
+        return found;
+    }
+    word_candidates(g, question, 5)
+}
+
+/// The longest word n-grams of the question that are entity ids, sorted.
+pub fn exact_seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
     let norm = normalize(question);
     let ws: Vec<&str> = words(&norm).collect();
     let mut covered = vec![false; ws.len()];
@@ -94,14 +106,17 @@ pub fn seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
             }
         }
     }
-    if !found.is_empty() {
-        found.sort();
-        found.dedup();
-        return found;
-    }
-    // Fallback: score entities by the inverse frequency of the content words they share.
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Up to `k` entities scored by the inverse frequency of the question's content words they
+/// share (per word of the entity name), best first.
+pub fn word_candidates(g: &GraphState, question: &str, k: usize) -> Vec<String> {
+    let norm = normalize(question);
     let mut score: HashMap<&str, f64> = HashMap::new();
-    for w in ws.iter().filter(|w| !QUESTION_STOP.contains(w)) {
+    for w in words(&norm).filter(|w| !QUESTION_STOP.contains(w)) {
         let ents = g.entities_with_word(w);
         if !ents.is_empty() {
             let idf = 1.0 / ents.len() as f64;
@@ -115,7 +130,7 @@ pub fn seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
         .map(|(e, s)| (e, s / words(e).count().max(1) as f64))
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-    ranked.into_iter().take(5).map(|(e, _)| e.to_string()).collect()
+    ranked.into_iter().take(k).map(|(e, _)| e.to_string()).collect()
 }
 
 /// The entities within `hops` of the seeds, breadth first, at most `max_nodes`.
@@ -264,28 +279,41 @@ impl Retriever {
     pub fn name(&self) -> &'static str {
         match self {
             Retriever::Ppr(_) => "ppr",
+            Retriever::Glm(_) => "glm",
+            Retriever::Dense(_) => "dense",
         }
     }
 
-    pub fn retrieve(&self, g: &GraphState, question: &str, top_k: usize) -> Retrieved {
+    /// Retrieves for one question.
+    pub fn retrieve(&self, g: &GraphState, question: &str, top_k: usize) -> Result<Retrieved, String> {
+        Ok(self.retrieve_batch(g, &[(question, top_k)])?.pop().expect("one result per question"))
+    }
+
+    /// Retrieves for each (question, top_k); the GLM and dense retrievers share forward passes.
+    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>, String> {
         match self {
-            Retriever::Ppr(p) => {
-                let seed_ids = seeds(g, question, p.max_ngram);
-                let scores = personalized_pagerank(g, &seed_ids, p);
-                let top = top_entities(&scores, p.top_entities);
-                let documents = rank_documents(g, &top, top_k);
-                let triples = supporting_triples(g, &documents, &top, 10);
-                let seeds = seed_ids.iter().map(|s| g.entity(s).map(|e| e.name().to_string()).unwrap_or_else(|| s.clone())).collect();
-                Retrieved { seeds, documents, triples }
-            }
+            Retriever::Ppr(p) => Ok(qs.iter().map(|(q, k)| ppr_retrieve(g, p, q, *k)).collect()),
+            Retriever::Glm(m) => crate::dense::block(|| m.retrieve_batch(g, qs)),
+            Retriever::Dense(d) => crate::dense::block(|| d.retrieve_batch(qs)),
         }
     }
 }
 
-/// Answers one query against the graph as it is now (one consistent version).
-pub fn answer(g: &GraphState, retriever: &Retriever, q: &Query) -> Answer {
-    let t0 = Instant::now();
-    let r = retriever.retrieve(g, &q.question, q.top_k.unwrap_or(5).clamp(1, 100) as usize);
+fn ppr_retrieve(g: &GraphState, p: &PprParams, question: &str, top_k: usize) -> Retrieved {
+    let seed_ids = seeds(g, question, p.max_ngram);
+    let scores = personalized_pagerank(g, &seed_ids, p);
+    let top = top_entities(&scores, p.top_entities);
+    let documents = rank_documents(g, &top, top_k);
+    let triples = supporting_triples(g, &documents, &top, 10);
+    let seeds = seed_ids.iter().map(|s| g.entity(s).map(|e| e.name().to_string()).unwrap_or_else(|| s.clone())).collect();
+    Retrieved { seeds, documents, triples }
+}
+
+fn top_k_of(q: &Query) -> usize {
+    q.top_k.unwrap_or(5).clamp(1, 100) as usize
+}
+
+fn answer_of(g: &GraphState, retriever: &Retriever, q: &Query, r: Retrieved, latency_ms: f64) -> Answer {
     Answer {
         schema_version: SCHEMA_VERSION,
         query_id: q.query_id.clone(),
@@ -296,8 +324,23 @@ pub fn answer(g: &GraphState, retriever: &Retriever, q: &Query) -> Answer {
         retriever: retriever.name().into(),
         answer: None,
         graph_version: g.version(),
-        latency_ms: t0.elapsed().as_secs_f64() * 1e3,
+        latency_ms,
     }
+}
+
+/// Answers one query against the graph as it is now (one consistent version).
+pub fn answer(g: &GraphState, retriever: &Retriever, q: &Query) -> Result<Answer, String> {
+    Ok(answer_batch(g, retriever, std::slice::from_ref(q))?.pop().expect("one answer per query"))
+}
+
+/// Answers queries together (one forward pass per GLM batch); each answer's latency is the
+/// batch's.
+pub fn answer_batch(g: &GraphState, retriever: &Retriever, qs: &[Query]) -> Result<Vec<Answer>, String> {
+    let t0 = Instant::now();
+    let asks: Vec<(&str, usize)> = qs.iter().map(|q| (q.question.as_str(), top_k_of(q))).collect();
+    let rs = retriever.retrieve_batch(g, &asks)?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    Ok(qs.iter().zip(rs).map(|(q, r)| answer_of(g, retriever, q, r, ms)).collect())
 }
 
 /// Checks a query against the rules the schema cannot express.
@@ -330,12 +373,27 @@ impl Operator for QueryStage {
     }
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
         let g = self.graph.current();
-        Ok(batch
+        let parsed: Vec<Result<Query, StageError>> = batch
             .iter()
             .map(|r| {
                 let q: Query = decode(&r.payload)?;
                 validate(&q, &self.limits)?;
-                let a = answer(&g, &self.retriever, &q);
+                Ok(q)
+            })
+            .collect();
+        let valid: Vec<Query> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
+        let mut answers = match answer_batch(&g, &self.retriever, &valid) {
+            Ok(a) => a.into_iter().map(Ok).collect::<Vec<_>>().into_iter(),
+            Err(e) => {
+                tracing::error!(error = %e, retriever = self.retriever.name(), "retrieval failed");
+                vec![Err(StageError::internal(format!("retrieval failed: {e}"))); valid.len()].into_iter()
+            }
+        };
+        Ok(parsed
+            .into_iter()
+            .map(|p| {
+                p?;
+                let a = answers.next().expect("one answer per valid query")?;
                 Ok(vec![Output { topic: self.topics.answers.clone(), key: a.query_id.clone(), payload: encode(&a) }])
             })
             .collect())
@@ -391,7 +449,7 @@ mod tests {
     #[test]
     fn multi_hop_question_reaches_the_second_document() {
         let g = corpus();
-        let r = Retriever::default().retrieve(&g, "Where was the director of Night Train born?", 3);
+        let r = Retriever::default().retrieve(&g, "Where was the director of Night Train born?", 3).unwrap();
         let ids: Vec<&str> = r.documents.iter().map(|d| d.id.as_str()).collect();
         assert_eq!(ids[0], "1", "{r:?}");
         assert!(ids.contains(&"2"), "the director's page is in the top 3: {r:?}");

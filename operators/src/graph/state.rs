@@ -93,6 +93,8 @@ struct Entity {
     docs: Vec<Ix>,
     /// Neighbour -> number of live triples between the two (a self-loop counts once).
     adj: HashMap<Ix, u32>,
+    /// The live triples with this entity at either end (a self-loop once).
+    incident: Vec<TIx>,
 }
 
 #[derive(Debug, Clone)]
@@ -380,7 +382,7 @@ impl GraphState {
                     Some(ix) => ix,
                     None => {
                         let a: Arc<str> = Arc::from(id.as_str());
-                        let ix = self.ents.insert(a.clone(), Entity { id: a, name_doc: d, docs: vec![], adj: HashMap::default() });
+                        let ix = self.ents.insert(a.clone(), Entity { id: a, name_doc: d, docs: vec![], adj: HashMap::default(), incident: vec![] });
                         change.entities_added.push((id.clone(), name.clone()));
                         ix
                     }
@@ -523,12 +525,25 @@ impl GraphState {
         }
     }
 
+    fn link(&mut self, t: &TIx, up: bool) {
+        self.bump_edge(t.0, t.2, up);
+        let ends = [t.0, t.2];
+        for e in &ends[..if t.0 == t.2 { 1 } else { 2 }] {
+            let inc = &mut self.ents.at_mut(*e).incident;
+            if up {
+                inc.push(*t);
+            } else if let Some(p) = inc.iter().position(|x| x == t) {
+                inc.swap_remove(p);
+            }
+        }
+    }
+
     fn support(&mut self, t: &TIx, d: Ix, change: &mut Change) {
         let s = self.triples.entry(*t).or_default();
         let new = s.is_empty();
         s.push(d);
         if new {
-            self.bump_edge(t.0, t.2, true);
+            self.link(t, true);
             change.asserted.push(self.triple_key(t));
         }
     }
@@ -540,7 +555,7 @@ impl GraphState {
         }
         if s.is_empty() {
             self.triples.remove(t);
-            self.bump_edge(t.0, t.2, false);
+            self.link(t, false);
             change.retracted.push(self.triple_key(t));
         }
     }
@@ -577,6 +592,11 @@ impl GraphState {
     /// The entities connected to `id` by live triples, with the number of such triples.
     pub fn neighbours(&self, id: &str) -> impl Iterator<Item = (&str, u32)> {
         self.ents.get(id).into_iter().flat_map(move |ix| self.ents.at(ix).adj.iter().map(move |(n, c)| (&*self.ents.at(*n).id, *c)))
+    }
+    /// The live triples with `id` at either end, as (subject id, relation, object id), in no
+    /// particular order.
+    pub fn incident(&self, id: &str) -> impl Iterator<Item = (&str, &str, &str)> {
+        self.ents.get(id).into_iter().flat_map(move |ix| self.ents.at(ix).incident.iter().map(move |t| self.triple_strs(t)))
     }
     /// Ids of the entities whose name contains the normalised word `w`.
     pub fn entities_with_word(&self, w: &str) -> Vec<&str> {
@@ -716,6 +736,7 @@ mod tests {
         assert_eq!(g.entity_count(), 3); // a, b, d2
         assert_eq!(g.neighbours("b").collect::<Vec<_>>(), vec![("a", 1)]);
         assert_eq!(g.neighbours("c").count(), 0);
+        assert_eq!(g.incident("b").collect::<Vec<_>>(), vec![("a", "r", "b")]);
         assert!(delete(&mut g, "never-seen").is_none());
     }
 
@@ -775,7 +796,12 @@ mod tests {
         let nb: BTreeMap<_, _> = g.neighbours("a").collect();
         assert_eq!(nb["b"], 2);
         assert_eq!(nb["a"], 1);
+        let mut inc: Vec<_> = g.incident("a").collect();
+        inc.sort();
+        assert_eq!(inc, vec![("a", "likes", "a"), ("a", "r1", "b"), ("b", "r2", "a")]);
+        assert_eq!(g.incident("b").count(), 2);
         delete(&mut g, "d");
+        assert_eq!(g.incident("a").count(), 0);
         assert_eq!(g.stats().triples, 0);
         assert_eq!(g.neighbours("a").count(), 0);
         assert!(g.entities_with_word("a").is_empty());

@@ -184,7 +184,7 @@ pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option
             })?;
             let g = store.load()?;
             query::validate(&q, &Limits::default()).map_err(|e| anyhow!(e.message))?;
-            Ok(query::answer(&g, &Retriever::default(), &q))
+            query::answer(&g, &Retriever::default(), &q).map_err(anyhow::Error::msg)
         }
     }
 }

@@ -23,6 +23,22 @@ pub struct FileConfig {
     /// Raw librdkafka options for every client.
     #[serde(default)]
     pub kafka: BTreeMap<String, String>,
+    #[serde(default)]
+    pub query: QueryConfig,
+}
+
+/// The query stage's retriever (`streamrag run` flags win).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryConfig {
+    /// ppr, glm or dense; default: glm when a checkpoint is set, else ppr.
+    pub retriever: Option<String>,
+    /// A GLM checkpoint directory written by `streamrag train`.
+    pub checkpoint: Option<std::path::PathBuf>,
+    /// GLM graphs per forward pass.
+    pub glm_batch: Option<usize>,
+    /// The dense retriever's sentence encoder (all-MiniLM-L6-v2 directory).
+    pub sentence_model: Option<std::path::PathBuf>,
 }
 
 impl FileConfig {
@@ -59,6 +75,7 @@ mod tests {
         assert_eq!(cfg.topics, Topics::default());
         assert_eq!(cfg.limits, Limits::default());
         assert!(cfg.kafka.is_empty());
+        assert_eq!(cfg.query, QueryConfig::default());
     }
 
     #[test]

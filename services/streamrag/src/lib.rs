@@ -8,13 +8,17 @@
 //! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`.
 //! - [`client`]: ingest and ask over Kafka, HTTP, or the embedded log of a data directory.
 //! - [`bench`]: `streamrag bench graph`.
+//! - [`dataset`]: retrieval datasets in the HippoRAG / GFM-RAG layouts.
+//! - [`retrieval_cmd`]: `streamrag eval` and `streamrag train`.
 //! - [`synth`]: a deterministic multi-hop corpus with questions and gold documents.
 
 pub mod bench;
 pub mod client;
 pub mod config;
+pub mod dataset;
 pub mod glm_cmd;
 pub mod http;
 pub mod node;
 pub mod progress;
+pub mod retrieval_cmd;
 pub mod synth;

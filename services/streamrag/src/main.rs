@@ -10,7 +10,9 @@ use clap::{Args, Parser, Subcommand};
 use streamrag::client::{self, Line, Target};
 use streamrag::config::FileConfig;
 use streamrag::http::{self, ApiState};
-use streamrag::node::{Node, NodeConfig};
+use streamrag::node::{Node, NodeConfig, RetrieverChoice};
+use streamrag::retrieval_cmd::{self, default_minilm_dir};
+use streamrag::dataset::parse_range;
 use streamrag::progress::Bar;
 use streamrag::synth;
 use std::collections::BTreeMap;
@@ -61,6 +63,85 @@ enum Cmd {
     /// The Graph Language Model encoder.
     #[command(subcommand)]
     Glm(GlmCmd),
+    /// Document recall of a retriever on a dataset: its corpus through the pipeline, its
+    /// questions through the query stage.
+    Eval(EvalArgs),
+    /// Train the GLM retriever on a dataset's questions; writes (and resumes) a checkpoint.
+    Train(TrainArgs),
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// A dataset directory (HippoRAG / GFM-RAG layout, e.g. ../shared/datasets/2wikimultihopqa).
+    #[arg(long)]
+    dataset: PathBuf,
+    /// glm, ppr or dense.
+    #[arg(long, default_value = "ppr")]
+    retriever: String,
+    /// A checkpoint `streamrag train` wrote (for --retriever glm).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Question indices A..B (B exclusive); default all.
+    #[arg(long, default_value = "0..")]
+    questions: String,
+    /// Write the JSON report here.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Data directory for the pipeline (default: a temporary one, removed after).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// The sentence encoder (all-MiniLM-L6-v2 directory) of the dense retriever.
+    #[arg(long)]
+    sentence_model: Option<PathBuf>,
+    /// Questions in flight at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// GLM graphs per forward pass.
+    #[arg(long, default_value_t = 4)]
+    glm_batch: usize,
+}
+
+#[derive(Args)]
+struct TrainArgs {
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Training question indices A..B (B exclusive).
+    #[arg(long)]
+    questions: String,
+    /// Checkpoint directory; when it holds a checkpoint of the same run, training resumes.
+    #[arg(long)]
+    out: PathBuf,
+    /// The graph encoder to start from: a Hugging Face BERT or T5 directory (default the
+    /// all-MiniLM-L6-v2 that scripts/fetch-models.sh fetches).
+    #[arg(long)]
+    backbone: Option<PathBuf>,
+    /// The question encoder (all-MiniLM-L6-v2 directory).
+    #[arg(long)]
+    question_model: Option<PathBuf>,
+    #[arg(long)]
+    data: Option<PathBuf>,
+    #[arg(long, default_value_t = 2)]
+    epochs: usize,
+    #[arg(long, default_value_t = 2)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 5e-4)]
+    lr_head: f64,
+    #[arg(long, default_value_t = 1e-4)]
+    lr_encoder: f64,
+    /// Subgraph budget in triplets (the paper: 600).
+    #[arg(long, default_value_t = 600)]
+    max_triplets: usize,
+    #[arg(long, default_value_t = 2)]
+    max_hops: usize,
+    /// Save a checkpoint every N steps (and after each epoch).
+    #[arg(long, default_value_t = 50)]
+    save_every: usize,
+    /// cpu or cuda.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Stop after N steps in this run (the checkpoint resumes).
+    #[arg(long)]
+    max_steps: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -128,6 +209,19 @@ struct RunArgs {
     /// Periodic snapshots kept.
     #[arg(long, default_value_t = 3)]
     snapshot_keep: usize,
+    /// The query stage's retriever: ppr, glm (needs --checkpoint) or dense. Default: glm when
+    /// a checkpoint is given, else ppr.
+    #[arg(long, env = "STREAMRAG_RETRIEVER")]
+    retriever: Option<String>,
+    /// A GLM checkpoint `streamrag train` wrote.
+    #[arg(long, env = "STREAMRAG_GLM_CHECKPOINT")]
+    checkpoint: Option<PathBuf>,
+    /// GLM graphs per forward pass (concurrent queries share passes).
+    #[arg(long, env = "STREAMRAG_GLM_BATCH")]
+    glm_batch: Option<usize>,
+    /// The sentence encoder of the dense retriever (all-MiniLM-L6-v2 directory).
+    #[arg(long, env = "STREAMRAG_MINILM_DIR")]
+    sentence_model: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -347,6 +441,25 @@ fn node_config(conn: &Conn, data: &std::path::Path, file: &FileConfig) -> NodeCo
     cfg
 }
 
+fn retriever_choice(name: Option<&str>, checkpoint: Option<PathBuf>, batch: usize, model: Option<PathBuf>) -> Result<RetrieverChoice> {
+    Ok(match (name, checkpoint) {
+        (None | Some("glm"), Some(checkpoint)) => RetrieverChoice::Glm { checkpoint, batch },
+        (Some("glm"), None) => bail!("--retriever glm needs --checkpoint"),
+        (None | Some("ppr"), None) => RetrieverChoice::Ppr,
+        (Some("dense"), None) => RetrieverChoice::Dense { model: model.unwrap_or_else(streamrag::retrieval_cmd::default_minilm_dir) },
+        (Some(r), Some(_)) if r != "glm" => bail!("--checkpoint is for --retriever glm, not {r}"),
+        (Some(r), _) => bail!("--retriever {r}: ppr, glm or dense"),
+    })
+}
+
+fn parse_device(name: &str) -> Result<candle_core::Device> {
+    Ok(match name {
+        "cpu" => candle_core::Device::Cpu,
+        "cuda" => candle_core::Device::new_cuda(0)?,
+        d => bail!("--device {d}: cpu or cuda"),
+    })
+}
+
 async fn cmd_run(a: RunArgs, file: FileConfig) -> Result<()> {
     let mut cfg = node_config(&a.conn, &a.data, &file);
     cfg.partitions = a.partitions;
@@ -359,6 +472,13 @@ async fn cmd_run(a: RunArgs, file: FileConfig) -> Result<()> {
     if !a.stages.is_empty() {
         cfg.stages = a.stages;
     }
+    let q = &file.query;
+    cfg.retriever = retriever_choice(
+        a.retriever.as_deref().or(q.retriever.as_deref()),
+        a.checkpoint.or_else(|| q.checkpoint.clone()),
+        a.glm_batch.or(q.glm_batch).unwrap_or(4),
+        a.sentence_model.or_else(|| q.sentence_model.clone()),
+    )?;
     let (node, mut tasks) = Node::start(cfg).await?;
     tracing::info!(transport = node.transport.name(), stages = %node.config.stages.join(","), "streamrag running");
     if let Some(addr) = &a.http {
@@ -643,6 +763,11 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     init_logs(&cli.log_level, cli.log_json);
     let file = FileConfig::load(cli.config.as_deref(), std::env::vars())?;
+    // model work on CPU: before any thread has its own allocator arena
+    let models_in_run = file.query.retriever.is_some() || file.query.checkpoint.is_some();
+    if matches!(&cli.cmd, Cmd::Train(_) | Cmd::Eval(_)) || matches!(&cli.cmd, Cmd::Run(a) if models_in_run || a.checkpoint.is_some() || a.retriever.is_some()) {
+        streamrag_glm::retain_large_allocations();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.cmd {
@@ -659,11 +784,7 @@ fn main() -> Result<()> {
                 Ok(())
             }
             Cmd::Bench(BenchCmd::Glm(a)) => {
-                let device = match a.device.as_str() {
-                    "cpu" => candle_core::Device::Cpu,
-                    "cuda" => candle_core::Device::new_cuda(0)?,
-                    d => bail!("--device {d}: cpu or cuda"),
-                };
+                let device = parse_device(&a.device)?;
                 let dtype = match a.dtype.as_str() {
                     "f32" => candle_core::DType::F32,
                     "bf16" => candle_core::DType::BF16,
@@ -680,6 +801,40 @@ fn main() -> Result<()> {
                     warmup: a.warmup,
                     dump: a.dump_inputs.as_deref(),
                 })
+            }
+            Cmd::Eval(a) => retrieval_cmd::eval(retrieval_cmd::EvalOptions {
+                dataset: a.dataset,
+                retriever: a.retriever,
+                checkpoint: a.checkpoint,
+                questions: parse_range(&a.questions)?,
+                report: a.report,
+                data: a.data,
+                sentence_model: a.sentence_model.unwrap_or_else(default_minilm_dir),
+                concurrency: a.concurrency,
+                glm_batch: a.glm_batch,
+            })
+            .await
+            .map(|_| ()),
+            Cmd::Train(a) => {
+                let minilm = default_minilm_dir();
+                retrieval_cmd::train(retrieval_cmd::TrainOptions {
+                    dataset: a.dataset,
+                    questions: parse_range(&a.questions)?,
+                    out: a.out,
+                    backbone: a.backbone.unwrap_or_else(|| minilm.clone()),
+                    question_model: a.question_model.unwrap_or(minilm),
+                    data: a.data,
+                    epochs: a.epochs,
+                    batch_size: a.batch_size,
+                    lr_head: a.lr_head,
+                    lr_encoder: a.lr_encoder,
+                    max_triplets: a.max_triplets,
+                    max_hops: a.max_hops,
+                    save_every: a.save_every,
+                    device: parse_device(&a.device)?,
+                    max_steps: a.max_steps,
+                })
+                .await
             }
             Cmd::Bench(BenchCmd::Graph(a)) => streamrag::bench::graph(&a.sizes, a.triples_per_doc).await,
             Cmd::Bench(BenchCmd::Pipeline(a)) => cmd_bench_pipeline(a, file).await,

@@ -6,6 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use streamrag_glm::SentenceEncoder;
+use streamrag_operators::dense::{DenseIndex, DenseIndexer};
+use streamrag_operators::glm_retriever::{default_device, GlmRetriever};
 use streamrag_operators::graph::{GraphState, GraphStore};
 use streamrag_operators::kg_writer::{KgWriter, LiveGraph};
 use streamrag_operators::openie::{Extractor, OpenIe};
@@ -42,6 +45,20 @@ pub struct NodeConfig {
     pub snapshot_every: Option<Duration>,
     /// Periodic snapshots kept (older ones are removed).
     pub snapshot_keep: usize,
+    /// What the query stage retrieves with.
+    pub retriever: RetrieverChoice,
+}
+
+/// The query stage's retriever.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum RetrieverChoice {
+    /// Personalized PageRank over the entity graph.
+    #[default]
+    Ppr,
+    /// The GLM, from a checkpoint `streamrag train` wrote; `batch`: graphs per forward pass.
+    Glm { checkpoint: PathBuf, batch: usize },
+    /// Passage embeddings with the sentence encoder in this directory (all-MiniLM-L6-v2).
+    Dense { model: PathBuf },
 }
 
 impl NodeConfig {
@@ -58,6 +75,7 @@ impl NodeConfig {
             snapshot_dir: None,
             snapshot_every: None,
             snapshot_keep: 3,
+            retriever: RetrieverChoice::Ppr,
         }
     }
 }
@@ -196,6 +214,8 @@ pub struct Node {
     pub answers: AnswerRouter,
     /// For a query replica that started from a snapshot: the offsets that snapshot reflected.
     pub started_from: Option<std::collections::BTreeMap<String, i64>>,
+    /// The dense index, when the query stage retrieves with it.
+    pub dense: Option<Arc<DenseIndex>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -261,12 +281,41 @@ impl Node {
             let op = Resolve { topics: config.topics.clone() };
             tasks.push(stage("resolve", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
+        let mut dense = None;
         if has("query") {
+            let retriever = match &config.retriever {
+                RetrieverChoice::Ppr => Retriever::default(),
+                RetrieverChoice::Glm { checkpoint, batch } => {
+                    let (ckpt, batch) = (checkpoint.clone(), *batch);
+                    let r = tokio::task::spawn_blocking(move || {
+                        let device = default_device();
+                        GlmRetriever::load(&ckpt, &device).map(|mut r| {
+                            r.batch_size = batch.max(1);
+                            (r, device)
+                        })
+                    })
+                    .await?
+                    .map_err(|e| anyhow::anyhow!("loading the GLM checkpoint: {e}"))?;
+                    tracing::info!(checkpoint = %checkpoint.display(), device = ?r.1, budget = r.0.model.config.max_triplets, "query stage uses the GLM");
+                    Retriever::Glm(Arc::new(r.0))
+                }
+                RetrieverChoice::Dense { model } => {
+                    let m = model.clone();
+                    let enc = tokio::task::spawn_blocking(move || SentenceEncoder::load(&m, &default_device()))
+                        .await?
+                        .map_err(|e| anyhow::anyhow!("loading the sentence encoder: {e}"))?;
+                    let index = Arc::new(DenseIndex::new(enc));
+                    dense = Some(index.clone());
+                    let op = DenseIndexer { topics: config.topics.clone(), index: index.clone() };
+                    tasks.push(stage("dense-index", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
+                    Retriever::Dense(index)
+                }
+            };
             let op = QueryStage {
                 topics: config.topics.clone(),
                 limits: config.limits.clone(),
                 graph: graph.clone().expect("set above"),
-                retriever: Retriever::default(),
+                retriever,
             };
             tasks.push(stage("query", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
@@ -275,7 +324,7 @@ impl Node {
         let sub = transport.subscribe(&group, &config.topics.answers, true).await?;
         let router = answers.clone().run(sub, shutdown_rx.clone());
         tasks.push(("answer-router".into(), tokio::spawn(router)));
-        Ok((Arc::new(Node { config, transport, graph, applied, answers, started_from, shutdown }), Tasks(tasks)))
+        Ok((Arc::new(Node { config, transport, graph, applied, answers, started_from, dense, shutdown }), Tasks(tasks)))
     }
 
     /// Publishes documents onto the docs topic (keyed by id); returns when acknowledged.
@@ -329,6 +378,11 @@ impl Node {
                 _ => log.committed(&format!("{}.{}", self.config.group_prefix, stage), input)?.unwrap_or(0),
             };
             if done < log.end_offset(input)? {
+                return Ok(false);
+            }
+        }
+        if let Some(d) = &self.dense {
+            if d.progress().get(&0).copied().unwrap_or(0) < log.end_offset(&t.docs)? {
                 return Ok(false);
             }
         }

@@ -20,13 +20,23 @@ impl Default for Bar {
 
 impl Bar {
     pub fn new() -> Self {
+        Self::counting("rows")
+    }
+
+    /// A bar counting `unit`s.
+    pub fn counting(unit: &str) -> Self {
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
         bar.set_style(
-            ProgressStyle::with_template("{msg:>9} [{bar:40}] {human_pos}/{human_len} rows {per_sec} eta {eta}")
+            ProgressStyle::with_template(&format!("{{msg:>9}} [{{bar:40}}] {{human_pos}}/{{human_len}} {unit} {{per_sec}} eta {{eta}}"))
                 .expect("valid template")
                 .progress_chars("=> "),
         );
         Bar { bar, started: Instant::now(), rows: 0 }
+    }
+
+    /// Replaces the text left of the bar (e.g. the running loss).
+    pub fn say(&self, msg: String) {
+        self.bar.set_message(msg);
     }
 
     /// Rows counted so far and rows per second since the start.

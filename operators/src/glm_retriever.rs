@@ -1,0 +1,161 @@
+//! The GLM retriever inside the query stage (glm.md §1): link seeds, select the subgraph from
+//! the live graph, encode it with the question on the GLM, score entities with the head, and
+//! hand the top entities to the IDF document ranker. Questions of one batch share forward
+//! passes. Training (`streamrag train`) prepares its examples with the same functions.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use candle_core::{Device, Tensor};
+use streamrag_glm::graph::{Entity, TokenizedGraph, Triplet};
+use streamrag_glm::GlmModel;
+
+use crate::graph::GraphState;
+use crate::query::{exact_seeds, rank_documents, supporting_triples, word_candidates, Retrieved};
+use crate::subgraph::{select, SubgraphParams};
+
+/// Candidates (sharing a question word) whose names are compared with the question when no
+/// entity name occurs in it.
+const LINK_CANDIDATES: usize = 50;
+const LINK_SEEDS: usize = 5;
+/// Cached name embeddings before the cache is cleared.
+const NAME_CACHE_MAX: usize = 200_000;
+
+/// What one question needs for the GLM.
+pub struct Prepared {
+    pub seeds: Vec<String>,
+    pub triplets: Vec<Triplet>,
+    /// None when nothing links or the subgraph is empty.
+    pub graph: Option<TokenizedGraph>,
+}
+
+pub struct GlmRetriever {
+    pub model: GlmModel,
+    pub max_ngram: usize,
+    /// Graphs per forward pass.
+    pub batch_size: usize,
+    names: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+/// The device the GLM runs on: the first GPU when built with CUDA and one is present.
+pub fn default_device() -> Device {
+    Device::cuda_if_available(0).unwrap_or(Device::Cpu)
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+impl GlmRetriever {
+    pub fn new(model: GlmModel) -> Self {
+        if model.device().is_cpu() {
+            streamrag_glm::retain_large_allocations();
+        }
+        GlmRetriever { model, max_ngram: 10, batch_size: 4, names: Mutex::new(HashMap::new()) }
+    }
+
+    /// Loads a checkpoint written by `streamrag train`.
+    pub fn load(checkpoint: &Path, device: &Device) -> Result<Self, String> {
+        Ok(Self::new(GlmModel::load(checkpoint, device)?))
+    }
+
+    pub fn params(&self) -> SubgraphParams {
+        SubgraphParams { max_hops: self.model.config.max_hops, max_triplets: self.model.config.max_triplets }
+    }
+
+    /// Seeds: entity names found in the question; failing that, the candidates sharing its
+    /// rarest words whose names are most similar to it (sentence embeddings, cosine).
+    pub fn link(&self, g: &GraphState, question: &str, qvec: &[f32]) -> Result<Vec<String>, String> {
+        let exact = exact_seeds(g, question, self.max_ngram);
+        if !exact.is_empty() {
+            return Ok(exact);
+        }
+        let cands = word_candidates(g, question, LINK_CANDIDATES);
+        let missing: Vec<&String> = {
+            let names = self.names.lock().expect("name cache");
+            cands.iter().filter(|c| !names.contains_key(*c)).collect()
+        };
+        if !missing.is_empty() {
+            let labels: Vec<&str> = missing.iter().map(|id| g.entity(id).map(|e| e.name()).unwrap_or(id)).collect();
+            let vecs = self.model.question.embed_vecs(&labels)?;
+            let mut names = self.names.lock().expect("name cache");
+            if names.len() + vecs.len() > NAME_CACHE_MAX {
+                names.clear();
+            }
+            for (id, v) in missing.into_iter().zip(vecs) {
+                names.insert(id.clone(), v);
+            }
+        }
+        let names = self.names.lock().expect("name cache");
+        let mut scored: Vec<(f32, &String)> = cands.iter().filter_map(|c| names.get(c).map(|v| (dot(v, qvec), c))).collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        Ok(scored.into_iter().take(LINK_SEEDS).map(|(_, c)| c.clone()).collect())
+    }
+
+    /// Seeds, subgraph and the encoder's graph for one question.
+    pub fn prepare(&self, g: &GraphState, question: &str, qvec: &[f32]) -> Result<Prepared, String> {
+        let seeds = self.link(g, question, qvec)?;
+        let name = |id: &str| g.entity(id).map(|e| e.name().to_string()).unwrap_or_else(|| id.to_string());
+        let triplets: Vec<Triplet> = select(g, &seeds, question, &self.params())
+            .into_iter()
+            .map(|(s, r, o)| Triplet {
+                head: Entity { id: s.to_string(), label: name(s) },
+                relation: r.to_string(),
+                tail: Entity { id: o.to_string(), label: name(o) },
+            })
+            .collect();
+        let graph = if triplets.is_empty() { None } else { Some(self.model.graph(&triplets, question)?) };
+        Ok(Prepared { seeds, triplets, graph })
+    }
+
+    /// Entity scores (logits) per graph, best first, in forward passes of `batch_size`.
+    /// `qemb` holds one question embedding per graph.
+    pub fn score(&self, graphs: &[&TokenizedGraph], qemb: &Tensor) -> Result<Vec<Vec<(String, f32)>>, String> {
+        let mut out = Vec::with_capacity(graphs.len());
+        for (i, chunk) in graphs.chunks(self.batch_size.max(1)).enumerate() {
+            let start = i * self.batch_size.max(1);
+            let q = qemb.narrow(0, start, chunk.len()).map_err(|e| e.to_string())?;
+            let (logits, batch) = self.model.logits(chunk, &q).map_err(|e| e.to_string())?;
+            let rows = logits.to_vec2::<f32>().map_err(|e| e.to_string())?;
+            for (names, row) in batch.entities.iter().zip(rows) {
+                let mut v: Vec<(String, f32)> = names.iter().cloned().zip(row).collect();
+                v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Retrieves for each (question, top_k).
+    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>, String> {
+        if qs.is_empty() {
+            return Ok(vec![]);
+        }
+        let texts: Vec<&str> = qs.iter().map(|q| q.0).collect();
+        let qemb = self.model.question.embed(&texts)?;
+        let qv = qemb.to_vec2::<f32>().map_err(|e| e.to_string())?;
+        let prepared: Vec<Prepared> = texts.iter().zip(&qv).map(|(q, v)| self.prepare(g, q, v)).collect::<Result<_, _>>()?;
+        let with_graph: Vec<usize> = (0..qs.len()).filter(|&i| prepared[i].graph.is_some()).collect();
+        let graphs: Vec<&TokenizedGraph> = with_graph.iter().map(|&i| prepared[i].graph.as_ref().expect("filtered")).collect();
+        let rows = Tensor::new(with_graph.iter().map(|&i| i as u32).collect::<Vec<_>>(), qemb.device()).map_err(|e| e.to_string())?;
+        let scores = if graphs.is_empty() { vec![] } else { self.score(&graphs, &qemb.index_select(&rows, 0).map_err(|e| e.to_string())?)? };
+        let mut by_q: HashMap<usize, Vec<(String, f32)>> = with_graph.into_iter().zip(scores).collect();
+        Ok(prepared
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let ranked = by_q.remove(&i).unwrap_or_default();
+                let top: Vec<(String, f64)> = ranked
+                    .into_iter()
+                    .take(self.model.config.top_entities)
+                    .map(|(e, l)| (e, 1.0 / (1.0 + (-l as f64).exp())))
+                    .collect();
+                let documents = rank_documents(g, &top, qs[i].1);
+                let triples = supporting_triples(g, &documents, &top, 10);
+                let seeds = p.seeds.iter().map(|s| g.entity(s).map(|e| e.name().to_string()).unwrap_or_else(|| s.clone())).collect();
+                Retrieved { seeds, documents, triples }
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,131 @@
+//! `streamrag train`, `streamrag eval` (glm, ppr, dense) and the query stage with a GLM
+//! checkpoint, through the real binary, on a small dataset in the 2Wiki layout built from the
+//! synthetic corpus (gzipped corpus, questions, derived gold titles).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::{json, Value};
+use streamrag::synth;
+
+fn minilm() -> PathBuf {
+    let d = std::env::var("STREAMRAG_MINILM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models/all-MiniLM-L6-v2"));
+    assert!(d.join("model.safetensors").exists(), "scripts/fetch-models.sh fetches all-MiniLM-L6-v2 into .models/");
+    d
+}
+
+fn gz(path: &Path, v: &Value) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+    w.write_all(serde_json::to_string(v).unwrap().as_bytes()).unwrap();
+    w.finish().unwrap();
+}
+
+/// 80 documents, their questions; question 13 has unresolved gold.
+fn dataset(dir: &Path) -> (Vec<streamrag_schemas::Document>, usize) {
+    let (docs, qs) = synth::corpus(80, 7);
+    let title: HashMap<&str, &str> = docs.iter().map(|d| (d.id.as_str(), d.title.as_str())).collect();
+    let corpus: Vec<Value> = docs.iter().map(|d| json!({"title": d.title, "text": d.text})).collect();
+    gz(&dir.join("corpus.json.gz"), &json!(corpus));
+    let kind = |q: &str| if q.starts_with("Which") { "comparison" } else { "compositional" };
+    let questions: Vec<Value> =
+        qs.iter().enumerate().map(|(i, q)| json!({"id": format!("q{i}"), "question": q.question, "question_type": kind(&q.question), "answer": ""})).collect();
+    gz(&dir.join("questions.json.gz"), &json!(questions));
+    let gold: Vec<Value> = qs
+        .iter()
+        .enumerate()
+        .map(|(i, q)| json!({"id": format!("q{i}"), "gold_titles": q.gold.iter().map(|g| title[g.as_str()]).collect::<Vec<_>>(), "fully_resolved": i != 13}))
+        .collect();
+    gz(&dir.join("gold_titles_derived.json.gz"), &json!(gold));
+    (docs, qs.len())
+}
+
+fn read(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    std::fs::create_dir(&ds).unwrap();
+    let (docs, n_questions) = dataset(&ds);
+    assert!(n_questions >= 24, "{n_questions}");
+    let (ds_s, m) = (ds.to_str().unwrap(), minilm());
+    let ck = tmp.path().join("ck");
+    let ck_s = ck.to_str().unwrap();
+    let train = |extra: &[&str]| {
+        let mut a = vec!["train", "--dataset", ds_s, "--questions", "0..12", "--out", ck_s, "--epochs", "1", "--max-triplets", "40"];
+        a.extend_from_slice(&["--backbone", m.to_str().unwrap(), "--question-model", m.to_str().unwrap()]);
+        a.extend_from_slice(extra);
+        streamrag(&a)
+    };
+    // two steps, stop, resume to the end of the epoch
+    train(&["--max-steps", "2"]);
+    let g = read(&ck.join("glm.json"));
+    assert_eq!((g["training"]["steps"].as_u64(), g["training"]["epochs_done"].as_u64(), g["training"]["next"].as_u64()), (Some(2), Some(0), Some(4)), "{g}");
+    for f in ["model.safetensors", "optimizer.safetensors", "backbone/config.json", "backbone/tokenizer.json", "question/model.safetensors"] {
+        assert!(ck.join(f).exists(), "{f}");
+    }
+    let out = train(&[]);
+    let g = read(&ck.join("glm.json"));
+    let examples = g["training"]["examples"].as_u64().unwrap();
+    assert!(examples >= 8, "most training questions are usable: {g}");
+    assert_eq!(g["training"]["epochs_done"], 1);
+    assert_eq!(g["training"]["steps"].as_u64().unwrap(), examples.div_ceil(2), "the resumed run did not redo the first steps: {g}");
+    assert!(g["training"]["last_loss"].as_f64().unwrap().is_finite());
+    assert!(out.contains("trained 0..12"), "{out}");
+    assert_eq!(g["max_triplets"], 40);
+
+    // evaluation on the other questions, all three retrievers
+    let eval = |retriever: &str, extra: &[&str]| -> Value {
+        let report = tmp.path().join(format!("{retriever}.json"));
+        let mut a = vec!["eval", "--dataset", ds_s, "--retriever", retriever, "--questions", "12..", "--report", report.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let out = streamrag(&a);
+        assert!(out.contains("Recall@2") && out.contains("compositional"), "{out}");
+        read(&report)
+    };
+    let n_test = (n_questions - 12) as u64;
+    let ppr = eval("ppr", &[]);
+    let dense = eval("dense", &["--sentence-model", m.to_str().unwrap()]);
+    let glm = eval("glm", &["--checkpoint", ck_s]);
+    for (name, r) in [("ppr", &ppr), ("dense", &dense), ("glm", &glm)] {
+        assert_eq!(r["retriever"], name);
+        assert_eq!(r["n"].as_u64(), Some(n_test), "{name}");
+        assert_eq!(r["fully_resolved"]["n"].as_u64(), Some(n_test - 1), "{name}: question 13 is unresolved");
+        let types = r["by_type"].as_object().unwrap();
+        assert_eq!(types.values().map(|t| t["n"].as_u64().unwrap()).sum::<u64>(), n_test, "{name}");
+        let (r2, r5) = (r["recall@2"].as_f64().unwrap(), r["recall@5"].as_f64().unwrap());
+        assert!((0.0..=100.0).contains(&r2) && r2 <= r5, "{name}: {r2} {r5}");
+        assert_eq!(r["per_question"].as_array().unwrap().len() as u64, n_test);
+        assert_eq!(r["graph"]["documents"].as_u64(), Some(docs.len() as u64));
+    }
+    // the baselines find most gold documents of these questions (names in the question)
+    assert!(ppr["recall@5"].as_f64().unwrap() >= 50.0, "{}", ppr["recall@5"]);
+    assert!(dense["recall@5"].as_f64().unwrap() >= 40.0, "{}", dense["recall@5"]);
+    // the GLM ranks entities of its subgraph: its top documents are about the question's seeds
+    let seeded = glm["per_question"].as_array().unwrap().iter().filter(|q| !q["seeds"].as_array().unwrap().is_empty()).count();
+    assert!(seeded as u64 >= n_test - 2, "questions link to entities: {seeded}");
+    assert!(glm["recall@5"].as_f64().unwrap() > 0.0, "{}", glm["recall@5"]);
+
+    // the query stage of `streamrag run` answers with the GLM when given the checkpoint
+    let data = tmp.path().join("data");
+    let (mut p, addr) = start_run(&["--data", data.to_str().unwrap(), "--checkpoint", ck_s]);
+    let jsonl = tmp.path().join("docs.jsonl");
+    write_jsonl(&jsonl, &docs);
+    streamrag(&["ingest", "--http", &addr, jsonl.to_str().unwrap()]);
+    wait_stats(&addr, std::time::Duration::from_secs(60), |s| s.documents == docs.len());
+    let (_, qs) = synth::corpus(80, 7);
+    let out = streamrag(&["ask", "--http", &addr, "--json", &qs[20].question]);
+    let a: streamrag_schemas::Answer = serde_json::from_str(&out).unwrap();
+    assert_eq!(a.retriever, "glm");
+    assert!(!a.documents.is_empty() && !a.seeds.is_empty(), "{a:?}");
+    p.stop();
+}
