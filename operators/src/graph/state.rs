@@ -29,7 +29,7 @@ pub fn canonical_relation(r: &str) -> String {
 }
 
 /// What one live document contributes (the form the store and deltas use).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocEntry {
     pub title: String,
     /// Entity id -> the name this document used.

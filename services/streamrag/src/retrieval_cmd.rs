@@ -399,7 +399,7 @@ fn train_on(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainOp
             steps_this_run += 1;
             bar.inc(idx.len() as u64);
             bar.say(format!("loss {:.3}", tr.last_loss));
-            if o.save_every > 0 && tr.steps % o.save_every == 0 {
+            if o.save_every > 0 && tr.steps.is_multiple_of(o.save_every) {
                 tr.seconds = seconds_before + t0.elapsed().as_secs_f64();
                 tracing::info!(epoch = epoch + 1, step = tr.steps, examples = tr.next, loss = tr.last_loss, seconds = tr.seconds as u64, "checkpoint saved");
                 save(&r, &opt)?;
