@@ -38,9 +38,33 @@ pub struct GlmRetriever {
     names: Mutex<HashMap<String, Vec<f32>>>,
 }
 
-/// The device the GLM runs on: the first GPU when built with CUDA and one is present.
+/// The first GPU. A CUDA build loads libcuda at run time and panics where there is none
+/// (cudarc's dynamic loading): the probe runs under `catch_unwind`, its panic message silenced,
+/// and that case becomes an error.
+pub fn cuda_device() -> Result<Device, String> {
+    if !candle_core::utils::cuda_is_available() {
+        return Err("this binary was built without CUDA (cargo build --features cuda)".into());
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let d = std::panic::catch_unwind(|| Device::new_cuda(0));
+    std::panic::set_hook(hook);
+    match d {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err("no CUDA driver (libcuda) on this machine".into()),
+    }
+}
+
+/// The device the GLM runs on: the first GPU when built with CUDA and one is usable, else the
+/// CPU.
 pub fn default_device() -> Device {
-    Device::cuda_if_available(0).unwrap_or(Device::Cpu)
+    if !candle_core::utils::cuda_is_available() {
+        return Device::Cpu;
+    }
+    cuda_device().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "no usable GPU; the GLM runs on the CPU");
+        Device::Cpu
+    })
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {

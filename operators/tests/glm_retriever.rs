@@ -17,8 +17,10 @@ fn minilm() -> PathBuf {
     d
 }
 
+type Doc<'a> = (&'a str, &'a [(&'a str, &'a str, &'a str)]);
+
 fn graph() -> GraphState {
-    let docs: &[(&str, &[(&str, &str, &str)])] = &[
+    let docs: &[Doc] = &[
         ("d1", &[("Nobel Prize in Chemistry", "awarded by", "Royal Swedish Academy"), ("Nobel Prize in Chemistry", "first awarded in", "1901")]),
         ("d2", &[("Nobel Prize in Physics", "awarded by", "Royal Swedish Academy")]),
         ("d3", &[("Nobel Peace Center", "located in", "Oslo")]),

@@ -455,7 +455,7 @@ fn retriever_choice(name: Option<&str>, checkpoint: Option<PathBuf>, batch: usiz
 fn parse_device(name: &str) -> Result<candle_core::Device> {
     Ok(match name {
         "cpu" => candle_core::Device::Cpu,
-        "cuda" => candle_core::Device::new_cuda(0)?,
+        "cuda" => streamrag_operators::glm_retriever::cuda_device().map_err(|e| anyhow::anyhow!("--device cuda: {e}"))?,
         d => bail!("--device {d}: cpu or cuda"),
     })
 }
