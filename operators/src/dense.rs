@@ -5,13 +5,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
+use streamrag_glm::sentence::dot;
 use streamrag_glm::SentenceEncoder;
 use streamrag_schemas::{decode, DocOp, Document, ScoredDocument};
 
 use crate::config::Topics;
 use crate::error::TransportError;
 use crate::query::Retrieved;
-use crate::runtime::{Operator, Outcome, StartFrom};
+use crate::runtime::{blocking, Operator, Outcome, StartFrom};
 use crate::transport::Record;
 
 pub struct DenseIndex {
@@ -70,7 +71,7 @@ impl DenseIndex {
             .zip(qs)
             .map(|(q, (_, k))| {
                 let mut scored: Vec<(f32, &String, &String)> =
-                    m.iter().map(|(id, (title, v))| (v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>(), id, title)).collect();
+                    m.iter().map(|(id, (title, v))| (dot(v, q), id, title)).collect();
                 let k = (*k).min(scored.len());
                 if k > 0 && k < scored.len() {
                     scored.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
@@ -112,7 +113,7 @@ impl Operator for DenseIndexer {
         }
         if !upserts.is_empty() {
             let index = self.index.clone();
-            let res = block(move || index.upsert(&upserts));
+            let res = blocking(move || index.upsert(&upserts));
             if let Err(e) = res {
                 return Err(TransportError::Other(format!("dense index: {e}")));
             }
@@ -122,13 +123,5 @@ impl Operator for DenseIndexer {
             p.insert(r.partition, r.offset + 1);
         }
         Ok(batch.iter().map(|_| Ok(vec![])).collect())
-    }
-}
-
-/// Runs CPU-heavy model work without stalling the other tasks of a multi-threaded runtime.
-pub fn block<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }

@@ -9,10 +9,11 @@ use std::sync::Mutex;
 
 use candle_core::{Device, Tensor};
 use streamrag_glm::graph::{Entity, TokenizedGraph, Triplet};
+use streamrag_glm::sentence::dot;
 use streamrag_glm::GlmModel;
 
 use crate::graph::GraphState;
-use crate::query::{exact_seeds, rank_documents, supporting_triples, word_candidates, Retrieved};
+use crate::query::{display_name, exact_seeds, rank_documents, supporting_triples, word_candidates, Retrieved};
 use crate::subgraph::{select, SubgraphParams};
 
 /// Candidates (sharing a question word) whose names are compared with the question when no
@@ -67,15 +68,8 @@ pub fn default_device() -> Device {
     })
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
 impl GlmRetriever {
     pub fn new(model: GlmModel) -> Self {
-        if model.device().is_cpu() {
-            streamrag_glm::retain_large_allocations();
-        }
         GlmRetriever { model, max_ngram: 10, batch_size: 4, names: Mutex::new(HashMap::new()) }
     }
 
@@ -101,8 +95,8 @@ impl GlmRetriever {
             cands.iter().filter(|c| !names.contains_key(*c)).collect()
         };
         if !missing.is_empty() {
-            let labels: Vec<&str> = missing.iter().map(|id| g.entity(id).map(|e| e.name()).unwrap_or(id)).collect();
-            let vecs = self.model.question.embed_vecs(&labels)?;
+            let labels: Vec<String> = missing.iter().map(|id| display_name(g, id)).collect();
+            let vecs = self.model.question.embed_vecs(&labels.iter().map(String::as_str).collect::<Vec<_>>())?;
             let mut names = self.names.lock().expect("name cache");
             if names.len() + vecs.len() > NAME_CACHE_MAX {
                 names.clear();
@@ -120,7 +114,7 @@ impl GlmRetriever {
     /// Seeds, subgraph and the encoder's graph for one question.
     pub fn prepare(&self, g: &GraphState, question: &str, qvec: &[f32]) -> Result<Prepared, String> {
         let seeds = self.link(g, question, qvec)?;
-        let name = |id: &str| g.entity(id).map(|e| e.name().to_string()).unwrap_or_else(|| id.to_string());
+        let name = |id: &str| display_name(g, id);
         let triplets: Vec<Triplet> = select(g, &seeds, question, &self.params())
             .into_iter()
             .map(|(s, r, o)| Triplet {
@@ -140,13 +134,7 @@ impl GlmRetriever {
         for (i, chunk) in graphs.chunks(self.batch_size.max(1)).enumerate() {
             let start = i * self.batch_size.max(1);
             let q = qemb.narrow(0, start, chunk.len()).map_err(|e| e.to_string())?;
-            let (logits, batch) = self.model.logits(chunk, &q).map_err(|e| e.to_string())?;
-            let rows = logits.to_vec2::<f32>().map_err(|e| e.to_string())?;
-            for (names, row) in batch.entities.iter().zip(rows) {
-                let mut v: Vec<(String, f32)> = names.iter().cloned().zip(row).collect();
-                v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                out.push(v);
-            }
+            out.extend(self.model.score_with(chunk, &q)?);
         }
         Ok(out)
     }
@@ -177,7 +165,7 @@ impl GlmRetriever {
                     .collect();
                 let documents = rank_documents(g, &top, qs[i].1);
                 let triples = supporting_triples(g, &documents, &top, 10);
-                let seeds = p.seeds.iter().map(|s| g.entity(s).map(|e| e.name().to_string()).unwrap_or_else(|| s.clone())).collect();
+                let seeds = p.seeds.iter().map(|s| display_name(g, s)).collect();
                 Retrieved { seeds, documents, triples }
             })
             .collect())

@@ -221,6 +221,11 @@ pub fn personalized_pagerank(g: &GraphState, seeds: &[String], p: &PprParams) ->
     graph.node_indices().filter(|i| rank[i.index()] > 0.0).map(|i| (graph[i].to_string(), rank[i.index()])).collect()
 }
 
+/// The name an entity is shown by (its id when it is not live).
+pub fn display_name(g: &GraphState, id: &str) -> String {
+    g.entity(id).map(|e| e.name().to_string()).unwrap_or_else(|| id.to_string())
+}
+
 /// The top `k` entities by score, best first (ties by id, for determinism).
 pub fn top_entities(scores: &HashMap<String, f64>, k: usize) -> Vec<(String, f64)> {
     let mut v: Vec<(String, f64)> = scores.iter().map(|(e, s)| (e.clone(), *s)).collect();
@@ -265,8 +270,7 @@ pub fn supporting_triples(g: &GraphState, docs: &[ScoredDocument], top: &[(Strin
         for t in entry.triples() {
             if let (Some(a), Some(b)) = (score.get(t.0), score.get(t.2)) {
                 if seen.insert(t) {
-                    let name = |id: &str| g.entity(id).map(|e| e.name().to_string()).unwrap_or_else(|| id.to_string());
-                    out.push((a + b, Triple { subject: name(t.0), relation: t.1.to_string(), object: name(t.2) }));
+                    out.push((a + b, Triple { subject: display_name(g, t.0), relation: t.1.to_string(), object: display_name(g, t.2) }));
                 }
             }
         }
@@ -293,8 +297,8 @@ impl Retriever {
     pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>, String> {
         match self {
             Retriever::Ppr(p) => Ok(qs.iter().map(|(q, k)| ppr_retrieve(g, p, q, *k)).collect()),
-            Retriever::Glm(m) => crate::dense::block(|| m.retrieve_batch(g, qs)),
-            Retriever::Dense(d) => crate::dense::block(|| d.retrieve_batch(qs)),
+            Retriever::Glm(m) => crate::runtime::blocking(|| m.retrieve_batch(g, qs)),
+            Retriever::Dense(d) => crate::runtime::blocking(|| d.retrieve_batch(qs)),
         }
     }
 }
@@ -305,7 +309,7 @@ fn ppr_retrieve(g: &GraphState, p: &PprParams, question: &str, top_k: usize) -> 
     let top = top_entities(&scores, p.top_entities);
     let documents = rank_documents(g, &top, top_k);
     let triples = supporting_triples(g, &documents, &top, 10);
-    let seeds = seed_ids.iter().map(|s| g.entity(s).map(|e| e.name().to_string()).unwrap_or_else(|| s.clone())).collect();
+    let seeds = seed_ids.iter().map(|s| display_name(g, s)).collect();
     Retrieved { seeds, documents, triples }
 }
 

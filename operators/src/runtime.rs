@@ -75,6 +75,15 @@ impl Default for RunOptions {
     }
 }
 
+/// Runs CPU-heavy work (model passes) without stalling the other tasks of a multi-threaded
+/// runtime; inline elsewhere.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// Builds the dead-letter record of a failed input record.
 pub fn dead_letter(stage: &str, record: &Record, error: &StageError, topic: &str) -> Output {
     let dl = DeadLetter {

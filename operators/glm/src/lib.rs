@@ -35,7 +35,8 @@ pub use sentence::SentenceEncoder;
 /// tensors are (B, heads, L, L): hundreds of MB each, above glibc's mmap threshold, so by
 /// default every one is a fresh mapping whose pages the kernel must zero; on CPU that page
 /// clearing took more time than the arithmetic (`perf`: 34-45% in clear_page; a training
-/// step at 150 triplets went from ~13 s to ~4 s once warm). Process-wide;
+/// run's first 25 steps at 150 triplets took 156 s instead of 336 s). Call it before any
+/// worker thread exists: a thread's arena is fixed at its first allocation. Process-wide;
 /// the resident size then stays at its peak. A no-op off glibc.
 pub fn retain_large_allocations() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

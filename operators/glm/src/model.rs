@@ -269,8 +269,12 @@ impl GlmModel {
         if graphs.is_empty() {
             return Ok(vec![]);
         }
-        let q = self.question.embed(questions)?;
-        let (logits, batch) = self.logits(graphs, &q).map_err(|e| e.to_string())?;
+        self.score_with(graphs, &self.question.embed(questions)?)
+    }
+
+    /// Like [`GlmModel::score`], with the questions already embedded (B, Q).
+    pub fn score_with(&self, graphs: &[&TokenizedGraph], questions: &Tensor) -> Result<Vec<Vec<(String, f32)>>, String> {
+        let (logits, batch) = self.logits(graphs, questions).map_err(|e| e.to_string())?;
         let rows = logits.to_vec2::<f32>().map_err(|e| e.to_string())?;
         Ok(batch
             .entities

@@ -9,6 +9,11 @@ use crate::batch::Batch;
 use crate::bert::BertGraphEncoder;
 use crate::graph::{sequence, HfTokenizer, LabelTokenizer};
 
+/// The dot product of two embeddings: their cosine, for the unit vectors made here.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
 pub struct SentenceEncoder {
     enc: BertGraphEncoder,
     tok: HfTokenizer,

@@ -154,15 +154,6 @@ pub fn parse_range(s: &str) -> Result<std::ops::Range<usize>> {
     Ok(a..b)
 }
 
-/// |top-k ∩ gold| / |gold|.
-pub fn recall_at(ranked: &[String], gold: &[String], k: usize) -> f64 {
-    if gold.is_empty() {
-        return 0.0;
-    }
-    let top: std::collections::HashSet<&str> = ranked.iter().take(k).map(|s| s.as_str()).collect();
-    gold.iter().filter(|g| top.contains(g.as_str())).count() as f64 / gold.len() as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +180,7 @@ mod tests {
 
     #[test]
     fn ranges_and_recall() {
+        use crate::synth::recall_at;
         assert_eq!(parse_range("0..500").unwrap(), 0..500);
         assert_eq!(parse_range("500..").unwrap(), 500..usize::MAX);
         assert!(parse_range("5..2").is_err() && parse_range("7").is_err());

@@ -22,3 +22,10 @@ pub mod node;
 pub mod progress;
 pub mod retrieval_cmd;
 pub mod synth;
+
+/// A new empty directory under the system's temporary folder, named `<prefix>-<pid>-<millis>`.
+pub fn scratch_dir(prefix: &str) -> std::io::Result<std::path::PathBuf> {
+    let p = std::env::temp_dir().join(format!("{prefix}-{}-{}", std::process::id(), streamrag_operators::transport::now_ms()));
+    std::fs::create_dir_all(&p)?;
+    Ok(p)
+}

@@ -441,17 +441,6 @@ fn node_config(conn: &Conn, data: &std::path::Path, file: &FileConfig) -> NodeCo
     cfg
 }
 
-fn retriever_choice(name: Option<&str>, checkpoint: Option<PathBuf>, batch: usize, model: Option<PathBuf>) -> Result<RetrieverChoice> {
-    Ok(match (name, checkpoint) {
-        (None | Some("glm"), Some(checkpoint)) => RetrieverChoice::Glm { checkpoint, batch },
-        (Some("glm"), None) => bail!("--retriever glm needs --checkpoint"),
-        (None | Some("ppr"), None) => RetrieverChoice::Ppr,
-        (Some("dense"), None) => RetrieverChoice::Dense { model: model.unwrap_or_else(streamrag::retrieval_cmd::default_minilm_dir) },
-        (Some(r), Some(_)) if r != "glm" => bail!("--checkpoint is for --retriever glm, not {r}"),
-        (Some(r), _) => bail!("--retriever {r}: ppr, glm or dense"),
-    })
-}
-
 fn parse_device(name: &str) -> Result<candle_core::Device> {
     Ok(match name {
         "cpu" => candle_core::Device::Cpu,
@@ -473,7 +462,7 @@ async fn cmd_run(a: RunArgs, file: FileConfig) -> Result<()> {
         cfg.stages = a.stages;
     }
     let q = &file.query;
-    cfg.retriever = retriever_choice(
+    cfg.retriever = RetrieverChoice::from_flags(
         a.retriever.as_deref().or(q.retriever.as_deref()),
         a.checkpoint.or_else(|| q.checkpoint.clone()),
         a.glm_batch.or(q.glm_batch).unwrap_or(4),
@@ -548,7 +537,7 @@ async fn cmd_stats(a: StatsArgs) -> Result<()> {
 async fn cmd_demo(a: DemoArgs) -> Result<()> {
     let data = match &a.data {
         Some(d) => d.clone(),
-        None => tempdir()?,
+        None => streamrag::scratch_dir("streamrag-demo")?,
     };
     let docs = client::read_lines(a.corpus.to_str().unwrap_or("-"), false, &Limits::default())?;
     for d in &docs {
@@ -596,12 +585,6 @@ async fn cmd_demo(a: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-fn tempdir() -> Result<PathBuf> {
-    let p = std::env::temp_dir().join(format!("streamrag-demo-{}-{}", std::process::id(), streamrag_operators::transport::now_ms()));
-    std::fs::create_dir_all(&p)?;
-    Ok(p)
-}
-
 async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()> {
     let (docs, _) = synth::corpus(a.docs, 1);
     // Baseline in the same process: the built-in extractor alone, no transport, no store.
@@ -611,7 +594,7 @@ async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()
         triples += streamrag_operators::extract::extract(&d.title, d.text.as_deref().unwrap_or("")).triples.len();
     }
     let extract_rate = docs.len() as f64 / t0.elapsed().as_secs_f64();
-    let dir = tempdir()?;
+    let dir = streamrag::scratch_dir("streamrag-demo")?;
     let mut cfg = node_config(&a.conn, &dir, &file);
     let run_id = streamrag_operators::transport::now_ms();
     if cfg.brokers.is_some() {

@@ -61,6 +61,21 @@ pub enum RetrieverChoice {
     Dense { model: PathBuf },
 }
 
+impl RetrieverChoice {
+    /// From `--retriever NAME` and its companions: glm needs a checkpoint (and is the default
+    /// when one is given), dense takes the sentence encoder (default the MiniLM directory).
+    pub fn from_flags(name: Option<&str>, checkpoint: Option<PathBuf>, batch: usize, model: Option<PathBuf>) -> Result<Self> {
+        Ok(match (name, checkpoint) {
+            (None | Some("glm"), Some(checkpoint)) => RetrieverChoice::Glm { checkpoint, batch },
+            (Some("glm"), None) => bail!("--retriever glm needs --checkpoint (a directory `streamrag train` wrote)"),
+            (None | Some("ppr"), None) => RetrieverChoice::Ppr,
+            (Some("dense"), None) => RetrieverChoice::Dense { model: model.unwrap_or_else(crate::retrieval_cmd::default_minilm_dir) },
+            (Some(r), Some(_)) if r != "glm" => bail!("--checkpoint is for --retriever glm, not {r}"),
+            (Some(r), _) => bail!("--retriever {r}: ppr, glm or dense"),
+        })
+    }
+}
+
 impl NodeConfig {
     pub fn embedded(data: &Path) -> Self {
         NodeConfig {

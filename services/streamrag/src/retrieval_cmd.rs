@@ -22,7 +22,8 @@ use streamrag_operators::snapshot::Progress;
 use streamrag_schemas::Query;
 
 use crate::bench::percentile;
-use crate::dataset::{recall_at, Dataset, Question};
+use crate::dataset::{Dataset, Question};
+use crate::synth::recall_at;
 use crate::node::{Node, NodeConfig, RetrieverChoice, Tasks};
 use crate::progress::Bar;
 
@@ -37,10 +38,7 @@ pub fn default_minilm_dir() -> PathBuf {
 async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
     let (dir, temp) = match data {
         Some(d) => (d.to_path_buf(), false),
-        None => {
-            let p = std::env::temp_dir().join(format!("streamrag-eval-{}-{}", std::process::id(), streamrag_operators::transport::now_ms()));
-            (p, true)
-        }
+        None => (crate::scratch_dir("streamrag-eval")?, true),
     };
     let mut cfg = NodeConfig::embedded(&dir);
     cfg.retriever = retriever;
@@ -99,13 +97,9 @@ pub async fn eval(o: EvalOptions) -> Result<serde_json::Value> {
     if questions.is_empty() {
         bail!("no questions with gold passages in {:?}", o.questions);
     }
-    let choice = match (o.retriever.as_str(), &o.checkpoint) {
-        ("ppr", _) => RetrieverChoice::Ppr,
-        ("dense", _) => RetrieverChoice::Dense { model: o.sentence_model.clone() },
-        ("glm", Some(c)) => RetrieverChoice::Glm { checkpoint: c.clone(), batch: o.glm_batch },
-        ("glm", None) => bail!("--retriever glm needs --checkpoint (a directory `streamrag train` wrote)"),
-        (r, _) => bail!("--retriever {r}: glm, ppr or dense"),
-    };
+    // a checkpoint matters only to the GLM (eval ignores it for the baselines)
+    let checkpoint = o.checkpoint.clone().filter(|_| o.retriever == "glm");
+    let choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, Some(o.sentence_model.clone()))?;
     let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice).await?;
     let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
     eprintln!("indexed {} passages in {index_s:.1}s: {} entities, {} triples", ds.corpus.len(), stats.entities, stats.triples);
