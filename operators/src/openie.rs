@@ -1,32 +1,66 @@
 //! The openie stage: document -> entities + triples on the triples topic. Documents that carry
 //! triples pass them through; others go to the [`Extractor`].
 
-use streamrag_schemas::{decode, encode, DocOp, Document, Extraction, Mention, SourceRef, Triple};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use streamrag_schemas::{decode, encode, DocOp, Document, ErrorKind, Extraction, Mention, SourceRef, Triple};
 
 use crate::config::{Limits, Topics};
 use crate::error::StageError;
 use crate::extract;
+use crate::llm_extract::LlmExtractor;
 use crate::runtime::{Operator, Outcome};
 use crate::transport::{Output, Record};
 
-/// Where triples come from when a document carries none. The LLM extractor joins this enum.
-#[derive(Debug, Clone, Default)]
+/// Where triples come from when a document carries none.
+#[derive(Clone, Default)]
 pub enum Extractor {
     /// Deterministic, offline: see [`crate::extract`].
     #[default]
     Builtin,
+    /// An LLM (endpoint or local model), with its response cache: see [`crate::llm_extract`].
+    Llm(Arc<LlmExtractor>),
 }
+
+impl std::fmt::Debug for Extractor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// How long the openie stage keeps retrying a document while its LLM endpoint fails (rate
+/// limits, outages) before the document is dead-lettered as an external failure.
+const LLM_OUTAGE_WAIT: Duration = Duration::from_secs(300);
 
 impl Extractor {
     pub fn name(&self) -> String {
         match self {
             Extractor::Builtin => "builtin".into(),
+            Extractor::Llm(x) => x.name(),
         }
     }
 
     pub async fn extract(&self, title: &str, text: &str) -> Result<extract::Extracted, StageError> {
         match self {
             Extractor::Builtin => Ok(extract::extract(title, text)),
+            Extractor::Llm(x) => {
+                // The client already retried each request; an error that still says
+                // "external" means the endpoint is down or rate-limited for longer: wait for
+                // it rather than dead-letter a good document.
+                let started = Instant::now();
+                let mut wait = Duration::from_secs(2);
+                loop {
+                    match x.extract(title, text).await {
+                        Err(e) if e.kind == ErrorKind::External && started.elapsed() + wait < LLM_OUTAGE_WAIT => {
+                            tracing::warn!(error = %e.message, wait_s = wait.as_secs(), "LLM unavailable; the document waits");
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(Duration::from_secs(60));
+                        }
+                        other => return other,
+                    }
+                }
+            }
         }
     }
 }
@@ -137,11 +171,9 @@ impl Operator for OpenIe {
         self.topics.docs.clone()
     }
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, crate::error::TransportError> {
-        let mut out = Vec::with_capacity(batch.len());
-        for r in batch {
-            out.push(self.process(r).await);
-        }
-        Ok(out)
+        // Concurrently: an LLM endpoint serves many requests at once (the client bounds how
+        // many); outcomes keep the batch's order.
+        Ok(futures::future::join_all(batch.iter().map(|r| self.process(r))).await)
     }
 }
 

@@ -6,6 +6,7 @@
 //! empty until an LLM writes answers.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use streamrag_schemas::{decode, encode, Answer, Query, ScoredDocument, Triple, SCHEMA_VERSION};
@@ -366,6 +367,8 @@ pub struct QueryStage {
     pub limits: Limits,
     pub graph: LiveGraph,
     pub retriever: Retriever,
+    /// Writes the answer text with an LLM; `None`: retrieval only.
+    pub answerer: Option<Arc<crate::answer::Answerer>>,
 }
 
 impl Operator for QueryStage {
@@ -387,7 +390,19 @@ impl Operator for QueryStage {
             .collect();
         let valid: Vec<Query> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
         let mut answers = match answer_batch(&g, &self.retriever, &valid) {
-            Ok(a) => a.into_iter().map(Ok).collect::<Vec<_>>().into_iter(),
+            Ok(mut a) => {
+                if let Some(w) = &self.answerer {
+                    // An LLM failure leaves the answer retrieval-only rather than losing it.
+                    let texts = futures::future::join_all(a.iter().map(|x| w.answer(&x.question, &x.documents))).await;
+                    for (x, t) in a.iter_mut().zip(texts) {
+                        match t {
+                            Ok(t) => x.answer = Some(t),
+                            Err(e) => tracing::warn!(query_id = %x.query_id, error = %e.message, "the LLM wrote no answer"),
+                        }
+                    }
+                }
+                a.into_iter().map(Ok).collect::<Vec<_>>().into_iter()
+            }
             Err(e) => {
                 tracing::error!(error = %e, retriever = self.retriever.name(), "retrieval failed");
                 vec![Err(StageError::internal(format!("retrieval failed: {e}"))); valid.len()].into_iter()

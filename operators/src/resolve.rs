@@ -1,14 +1,21 @@
-//! The resolve stage: mentions -> canonical entity ids. Today the id is the normalised name
-//! ([`crate::normalize::normalize`]), which is stable across runs and processes; embedding-based
-//! merging of near-duplicates plugs in here.
+//! The resolve stage: mentions -> canonical entity ids. The id of a name is its normalised
+//! form ([`crate::normalize::normalize`]), stable across runs and processes. With an
+//! [`EntityResolver`] a name never seen before is embedded (all-MiniLM-L6-v2) and joins the
+//! most similar existing entity when their cosine reaches the threshold (0.8, as in GFM-RAG
+//! and HippoRAG); the nearest entity is found with an HNSW index, so resolving a name costs
+//! about log(entities), not a pass over them. A merge shows in the graph delta as an entity
+//! ref whose id is not its name's normalised form.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use streamrag_glm::SentenceEncoder;
 use streamrag_schemas::{decode, encode, EntityRef, Extraction, GraphDelta, ResolvedTriple};
 
+use crate::ann::{Hnsw, HnswParams};
 use crate::config::Topics;
+use crate::error::TransportError;
 use crate::normalize::normalize;
-use crate::runtime::{Operator, Outcome};
+use crate::runtime::{blocking, Operator, Outcome};
 use crate::transport::{Output, Record};
 
 /// The canonical id of an entity name; empty when the name has no letters or digits.
@@ -16,25 +23,39 @@ pub fn entity_id(name: &str) -> String {
     normalize(name)
 }
 
-/// Resolves an extraction into a graph delta. Triples with an unnamable end are dropped.
+/// Resolves an extraction into a graph delta, each name's id being its normalised form.
+/// Triples with an unnamable end are dropped.
 pub fn resolve(ex: &Extraction) -> GraphDelta {
+    resolve_with(ex, &|id: &str| id.to_string())
+}
+
+/// [`resolve`] with `canonical` mapping each normalised name to its entity's id.
+pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> GraphDelta {
     let mut entities: BTreeMap<String, String> = BTreeMap::new();
     let mut order = Vec::new();
-    fn add(entities: &mut BTreeMap<String, String>, order: &mut Vec<String>, name: &str) -> String {
-        let id = entity_id(name);
-        if !id.is_empty() && !entities.contains_key(&id) {
+    let mut add = |name: &str| -> String {
+        let norm = entity_id(name);
+        if norm.is_empty() {
+            return norm;
+        }
+        let id = canonical(&norm);
+        if !entities.contains_key(&id) {
             entities.insert(id.clone(), name.trim().to_string());
             order.push(id.clone());
         }
         id
-    }
-    for m in &ex.entities {
-        add(&mut entities, &mut order, &m.name);
-    }
+    };
     let mut triples = Vec::new();
+    for m in &ex.entities {
+        add(&m.name);
+    }
+    let mut ends = Vec::new();
     for t in &ex.triples {
-        let s = add(&mut entities, &mut order, &t.subject);
-        let o = add(&mut entities, &mut order, &t.object);
+        let s = add(&t.subject);
+        let o = add(&t.object);
+        ends.push((s, o));
+    }
+    for (t, (s, o)) in ex.triples.iter().zip(ends) {
         if s.is_empty() || o.is_empty() || t.relation.trim().is_empty() {
             continue;
         }
@@ -57,8 +78,171 @@ pub fn resolve(ex: &Extraction) -> GraphDelta {
     }
 }
 
+/// The digit runs of a normalised name: names whose numbers differ ("apollo 11" / "apollo 13",
+/// "1961" / "1962") are different things however close their embeddings are.
+fn numbers(norm: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = norm.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// One set of numbers contains the other.
+fn numbers_compatible(a: &str, b: &str) -> bool {
+    let (na, nb) = (numbers(a), numbers(b));
+    let (small, large) = if na.len() <= nb.len() { (na, nb) } else { (nb, na) };
+    small.iter().all(|x| large.contains(x))
+}
+
+/// Opens (or creates) the resolver's decision store under `dir`.
+pub fn open_store(dir: &std::path::Path) -> Result<sled::Tree, sled::Error> {
+    sled::open(dir)?.open_tree("decisions")
+}
+
+/// What resolving one name did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Seen before (this normalised form): no embedding, no search.
+    Known,
+    /// A new entity.
+    New,
+    /// Joined an existing entity.
+    Merged,
+}
+
+/// Embedding-based entity resolution with bounded cost per name; its decisions persist in a
+/// sled tree and are reloaded (and the index rebuilt) at start.
+pub struct EntityResolver {
+    encoder: SentenceEncoder,
+    pub threshold: f32,
+    /// Normalised name -> canonical id, for every name ever resolved.
+    names: HashMap<String, String>,
+    /// HNSW node -> canonical id.
+    nodes: Vec<String>,
+    index: Hnsw,
+    store: Option<sled::Tree>,
+}
+
+impl EntityResolver {
+    /// `store`: where decisions persist (`None`: memory only).
+    pub fn open(encoder: SentenceEncoder, threshold: f32, store: Option<sled::Tree>) -> Result<Self, String> {
+        let dim = encoder.dim();
+        let mut r = EntityResolver { encoder, threshold, names: HashMap::new(), nodes: Vec::new(), index: Hnsw::new(dim, HnswParams::default()), store };
+        if let Some(tree) = &r.store {
+            for kv in tree.scan_prefix(b"n\0") {
+                let (k, v) = kv.map_err(|e| e.to_string())?;
+                r.names.insert(String::from_utf8_lossy(&k[2..]).into_owned(), String::from_utf8_lossy(&v).into_owned());
+            }
+            // Vectors in insertion order (the key is a sequence number): the rebuilt index is
+            // the one the decisions were made with.
+            let mut vectors = Vec::new();
+            for kv in tree.scan_prefix(b"v\0") {
+                let (_, v) = kv.map_err(|e| e.to_string())?;
+                let cut = v.iter().position(|&b| b == 0).ok_or("corrupt resolver vector")?;
+                let id = String::from_utf8_lossy(&v[..cut]).into_owned();
+                let floats: Vec<f32> = v[cut + 1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                if floats.len() != dim {
+                    return Err(format!("resolver vector of {} floats, the encoder makes {dim}", floats.len()));
+                }
+                vectors.push((id, floats));
+            }
+            for (id, v) in vectors {
+                r.index.insert(&v);
+                r.nodes.push(id);
+            }
+        }
+        Ok(r)
+    }
+
+    pub fn entities(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The canonical id of a normalised name already resolved.
+    pub fn canonical(&self, norm: &str) -> Option<&str> {
+        self.names.get(norm).map(|s| s.as_str())
+    }
+
+    pub fn encoder(&self) -> &SentenceEncoder {
+        &self.encoder
+    }
+
+    /// The entity a new name (normalised, with its unit embedding) would join: the most
+    /// similar of its nearest entities at or above the threshold whose numbers agree.
+    /// `exact` searches every entity instead of the index (the baseline).
+    pub fn nearest(&self, norm: &str, v: &[f32], exact: bool) -> Option<String> {
+        let found = if exact { self.index.search_exact(v, 5) } else { self.index.search(v, 5) };
+        found
+            .into_iter()
+            .filter(|&(_, sim)| sim >= self.threshold)
+            .map(|(node, _)| &self.nodes[node as usize])
+            .find(|c| numbers_compatible(norm, c))
+            .cloned()
+    }
+
+    /// Resolves names (in order: a later name can join an earlier new one); returns each
+    /// one's canonical id and what happened. New names are embedded together.
+    pub fn resolve_names(&mut self, names: &[&str]) -> Result<Vec<(String, Resolution)>, String> {
+        let norms: Vec<String> = names.iter().map(|n| normalize(n)).collect();
+        let mut fresh: Vec<usize> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, n) in norms.iter().enumerate() {
+            if !n.is_empty() && !self.names.contains_key(n) && seen.insert(n.as_str()) {
+                fresh.push(i);
+            }
+        }
+        let texts: Vec<&str> = fresh.iter().map(|&i| names[i].trim()).collect();
+        let vectors = if texts.is_empty() { Vec::new() } else { self.encoder.embed_vecs(&texts)? };
+        let embedded: Vec<(String, Vec<f32>)> = fresh.iter().map(|&i| norms[i].clone()).zip(vectors).collect();
+        let how = self.resolve_embedded(&embedded)?;
+        // The first occurrence of a new name says what happened; repeats are then known.
+        let mut outcome: HashMap<&str, Resolution> = embedded.iter().map(|(n, _)| n.as_str()).zip(how).collect();
+        Ok(norms
+            .iter()
+            .map(|n| {
+                let id = self.names.get(n).cloned().unwrap_or_default();
+                (id, outcome.remove(n.as_str()).unwrap_or(Resolution::Known))
+            })
+            .collect())
+    }
+
+    /// Decides new names already embedded (normalised name, unit vector), in order, and
+    /// stores the decisions in one atomic batch.
+    pub fn resolve_embedded(&mut self, items: &[(String, Vec<f32>)]) -> Result<Vec<Resolution>, String> {
+        let mut batch = sled::Batch::default();
+        let mut out = Vec::with_capacity(items.len());
+        for (norm, v) in items {
+            if self.names.contains_key(norm) {
+                out.push(Resolution::Known);
+                continue;
+            }
+            let (id, how) = match self.nearest(norm, v, false) {
+                Some(c) => (c, Resolution::Merged),
+                None => {
+                    self.index.insert(v);
+                    let mut val = norm.as_bytes().to_vec();
+                    val.push(0);
+                    val.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+                    batch.insert(format!("v\0{:016x}", self.nodes.len()).into_bytes(), val);
+                    self.nodes.push(norm.clone());
+                    (norm.clone(), Resolution::New)
+                }
+            };
+            batch.insert(format!("n\0{norm}").into_bytes(), id.as_bytes());
+            self.names.insert(norm.clone(), id);
+            out.push(how);
+        }
+        if let Some(tree) = &self.store {
+            tree.apply_batch(batch).map_err(|e| e.to_string())?;
+        }
+        Ok(out)
+    }
+}
+
 pub struct Resolve {
     pub topics: Topics,
+    /// Embedding-based merging; `None` resolves by normalised name only.
+    pub resolver: Option<EntityResolver>,
 }
 
 impl Operator for Resolve {
@@ -68,12 +252,26 @@ impl Operator for Resolve {
     fn input(&self) -> String {
         self.topics.triples.clone()
     }
-    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, crate::error::TransportError> {
-        Ok(batch
-            .iter()
-            .map(|r| {
-                let ex: Extraction = decode(&r.payload)?;
-                let delta = resolve(&ex);
+    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
+        let decoded: Vec<Result<Extraction, _>> = batch.iter().map(|r| decode::<Extraction>(&r.payload)).collect();
+        if let Some(resolver) = &mut self.resolver {
+            let names: Vec<&str> = decoded
+                .iter()
+                .flatten()
+                .flat_map(|ex| {
+                    ex.entities.iter().map(|m| m.name.as_str()).chain(ex.triples.iter().flat_map(|t| [t.subject.as_str(), t.object.as_str()]))
+                })
+                .collect();
+            // The decisions are stored before the deltas go out, so a replay of this batch
+            // after a crash finds every name known and resolves it the same way.
+            blocking(|| resolver.resolve_names(&names)).map_err(|e| TransportError::Other(format!("entity resolver: {e}")))?;
+        }
+        let resolver = self.resolver.as_ref();
+        let canonical = |norm: &str| resolver.and_then(|r| r.canonical(norm)).unwrap_or(norm).to_string();
+        Ok(decoded
+            .into_iter()
+            .map(|ex| {
+                let delta = resolve_with(&ex?, &canonical);
                 Ok(vec![Output { topic: self.topics.graph_deltas.clone(), key: delta.doc_id.clone(), payload: encode(&delta) }])
             })
             .collect())

@@ -25,6 +25,40 @@ pub struct FileConfig {
     pub kafka: BTreeMap<String, String>,
     #[serde(default)]
     pub query: QueryConfig,
+    #[serde(default)]
+    pub llm: LlmConfig,
+    #[serde(default)]
+    pub resolve: ResolveConfig,
+}
+
+/// The LLMs (`streamrag run` flags win). The API key is never read from this file: from
+/// the environment variable `api_key_env` (default OPENAI_API_KEY) or the file `api_key_file`.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// The extraction LLM: `openai:MODEL` or `local:PATH.gguf`; unset: the built-in extractor.
+    pub extract: Option<String>,
+    /// The answering LLM; unset: retrieval only.
+    pub answer: Option<String>,
+    /// The OpenAI-compatible endpoint (vLLM: http://HOST:8000/v1, Ollama: http://HOST:11434/v1).
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<std::path::PathBuf>,
+    /// Requests in flight at once.
+    pub concurrency: Option<usize>,
+    pub timeout_s: Option<u64>,
+    /// tokenizer.json of a local model (default: beside the GGUF file).
+    pub tokenizer: Option<std::path::PathBuf>,
+}
+
+/// Entity resolution (`streamrag run` flags win).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveConfig {
+    /// Sentence encoder directory (all-MiniLM-L6-v2); unset: resolution by normalised name only.
+    pub model: Option<std::path::PathBuf>,
+    /// Cosine at or above which a new name joins an existing entity (default 0.8).
+    pub threshold: Option<f32>,
 }
 
 /// The query stage's retriever (`streamrag run` flags win).

@@ -31,6 +31,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/stats", get(stats))
+        .route("/metrics", get(metrics))
         .route("/documents", post(documents))
         .route("/query", post(query))
         .layer(DefaultBodyLimit::max(body_limit))
@@ -54,6 +55,42 @@ async fn stats(State(s): State<Arc<ApiState>>) -> Response {
         }
         None => error(StatusCode::NOT_FOUND, "this process holds no graph (run the kg-writer or query stage)"),
     }
+}
+
+/// Prometheus text exposition: the LLMs' calls and tokens, the extractor's cache, the graph.
+async fn metrics(State(s): State<Arc<ApiState>>) -> Response {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut out = String::new();
+    let families: [(&str, &str, fn(&streamrag_operators::llm::LlmStats) -> u64); 6] = [
+        ("streamrag_llm_calls_total", "LLM requests sent (retries included)", |st| st.calls.load(Relaxed)),
+        ("streamrag_llm_failures_total", "LLM requests that failed", |st| st.failures.load(Relaxed)),
+        ("streamrag_llm_prompt_tokens_total", "Prompt tokens sent to the LLM", |st| st.prompt_tokens.load(Relaxed)),
+        ("streamrag_llm_completion_tokens_total", "Tokens the LLM generated", |st| st.completion_tokens.load(Relaxed)),
+        ("streamrag_llm_prefill_microseconds_total", "Local model: time reading prompts", |st| st.prefill_us.load(Relaxed)),
+        ("streamrag_llm_decode_microseconds_total", "Local model: time generating", |st| st.decode_us.load(Relaxed)),
+    ];
+    for (name, help, get) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (role, llm) in &s.node.llms {
+            let _ = writeln!(out, "{name}{{role=\"{role}\",model=\"{}\"}} {}", llm.model_id().replace('"', "'"), get(llm.stats()));
+        }
+    }
+    if let Some(x) = &s.node.extractor {
+        for (name, help, v) in [
+            ("streamrag_llm_cache_hits_total", "Extraction steps answered from the LLM response cache", x.stats.cache_hits.load(Relaxed)),
+            ("streamrag_llm_cache_misses_total", "Extraction steps that needed the LLM", x.stats.cache_misses.load(Relaxed)),
+            ("streamrag_llm_unreadable_total", "LLM responses that did not parse", x.stats.unreadable.load(Relaxed)),
+            ("streamrag_llm_dropped_triples_total", "Extracted triples dropped by validation", x.stats.dropped_triples.load(Relaxed)),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        }
+    }
+    if let Some(g) = &s.node.graph {
+        let g = g.current();
+        let _ = writeln!(out, "# HELP streamrag_graph_documents Live documents in the graph\n# TYPE streamrag_graph_documents gauge\nstreamrag_graph_documents {}", g.document_count());
+    }
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
 /// Parses the body as one document or an array of documents, checking each.

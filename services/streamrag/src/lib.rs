@@ -20,6 +20,7 @@ pub mod glm_cmd;
 pub mod http;
 pub mod node;
 pub mod progress;
+pub mod resolve_bench;
 pub mod retrieval_cmd;
 pub mod synth;
 

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use streamrag::client::{self, Line, Target};
-use streamrag::config::FileConfig;
+use streamrag::config::{self, FileConfig};
+use streamrag_operators::llm::openai::ApiKeySource;
+use streamrag_operators::llm::{LlmSettings, LlmSpec};
 use streamrag::http::{self, ApiState};
 use streamrag::node::{Node, NodeConfig, RetrieverChoice};
 use streamrag::retrieval_cmd::{self, default_minilm_dir};
@@ -222,6 +224,74 @@ struct RunArgs {
     /// The sentence encoder of the dense retriever (all-MiniLM-L6-v2 directory).
     #[arg(long, env = "STREAMRAG_MINILM_DIR")]
     sentence_model: Option<PathBuf>,
+    #[command(flatten)]
+    llm: LlmArgs,
+    /// Consumer-group prefix (groups are PREFIX.STAGE). A new prefix re-reads every topic from
+    /// the start: a replay.
+    #[arg(long, env = "STREAMRAG_GROUP_PREFIX")]
+    group_prefix: Option<String>,
+    /// Entity resolution by name embeddings with this sentence encoder (all-MiniLM-L6-v2
+    /// directory). Default: by normalised name only.
+    #[arg(long, env = "STREAMRAG_RESOLVE_MODEL")]
+    resolve_model: Option<PathBuf>,
+    /// Cosine at or above which a new name joins an existing entity (default 0.8).
+    #[arg(long)]
+    resolve_threshold: Option<f32>,
+}
+
+#[derive(Args, Clone, Default)]
+struct LlmArgs {
+    /// The LLM for extraction and answers: openai:MODEL or local:PATH.gguf.
+    #[arg(long, env = "STREAMRAG_LLM")]
+    llm: Option<String>,
+    /// The extraction LLM only (overrides --llm for openie).
+    #[arg(long)]
+    extract_llm: Option<String>,
+    /// The answering LLM only (overrides --llm for answers).
+    #[arg(long)]
+    answer_llm: Option<String>,
+    /// The OpenAI-compatible endpoint for openai: models.
+    #[arg(long, env = "STREAMRAG_LLM_BASE_URL")]
+    llm_base_url: Option<String>,
+    /// Environment variable holding the API key (default OPENAI_API_KEY).
+    #[arg(long)]
+    llm_api_key_env: Option<String>,
+    /// File holding the API key (its first line).
+    #[arg(long, env = "STREAMRAG_LLM_API_KEY_FILE")]
+    llm_api_key_file: Option<PathBuf>,
+    /// LLM requests in flight at once.
+    #[arg(long)]
+    llm_concurrency: Option<usize>,
+    /// Seconds before an LLM request is abandoned (and retried).
+    #[arg(long)]
+    llm_timeout_s: Option<u64>,
+}
+
+impl LlmArgs {
+    /// (extract, answer) settings from the flags over the config file's [llm].
+    fn settings(&self, f: &config::LlmConfig) -> Result<(Option<LlmSettings>, Option<LlmSettings>)> {
+        let make = |spec: Option<&String>| -> Result<Option<LlmSettings>> {
+            let Some(spec) = spec else { return Ok(None) };
+            let mut s = LlmSettings::new(LlmSpec::parse(spec).map_err(|e| anyhow::anyhow!(e))?);
+            s.base_url = self.llm_base_url.clone().or_else(|| f.base_url.clone());
+            s.api_key = match (self.llm_api_key_file.as_ref().or(f.api_key_file.as_ref()), self.llm_api_key_env.as_ref().or(f.api_key_env.as_ref())) {
+                (Some(file), _) => ApiKeySource::File(file.clone()),
+                (None, Some(var)) => ApiKeySource::Env(var.clone()),
+                (None, None) => ApiKeySource::default(),
+            };
+            if let Some(c) = self.llm_concurrency.or(f.concurrency) {
+                s.concurrency = c.max(1);
+            }
+            if let Some(t) = self.llm_timeout_s.or(f.timeout_s) {
+                s.timeout = Duration::from_secs(t.max(1));
+            }
+            s.tokenizer = f.tokenizer.clone();
+            Ok(Some(s))
+        };
+        let extract = self.extract_llm.as_ref().or(self.llm.as_ref()).or(f.extract.as_ref());
+        let answer = self.answer_llm.as_ref().or(self.llm.as_ref()).or(f.answer.as_ref());
+        Ok((make(extract)?, make(answer)?))
+    }
 }
 
 #[derive(Args)]
@@ -331,6 +401,28 @@ enum BenchCmd {
     Graph(BenchGraphArgs),
     /// GLM encoder latency and throughput on a synthetic subgraph with T5 dimensions.
     Glm(BenchGlmArgs),
+    /// Entity resolution: names/s at growing entity counts (HNSW against exact search), and
+    /// merge precision / recall on aliases built from 2WikiMultihopQA titles.
+    Resolve(BenchResolveArgs),
+}
+
+#[derive(Args)]
+struct BenchResolveArgs {
+    /// A dataset in the 2Wiki layout (the titles and passages supply the names).
+    #[arg(long, default_value = "../shared/datasets/2wikimultihopqa")]
+    dataset: PathBuf,
+    /// Sentence encoder directory (all-MiniLM-L6-v2).
+    #[arg(long, env = "STREAMRAG_MINILM_DIR")]
+    model: Option<PathBuf>,
+    /// Entity counts at which to measure.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    sizes: Vec<usize>,
+    /// New names resolved at each size.
+    #[arg(long, default_value_t = 2000)]
+    probe: usize,
+    /// Merge threshold (cosine).
+    #[arg(long, default_value_t = 0.8)]
+    threshold: f32,
 }
 
 #[derive(Args)]
@@ -468,6 +560,12 @@ async fn cmd_run(a: RunArgs, file: FileConfig) -> Result<()> {
         a.glm_batch.or(q.glm_batch).unwrap_or(4),
         a.sentence_model.or_else(|| q.sentence_model.clone()),
     )?;
+    (cfg.extract_llm, cfg.answer_llm) = a.llm.settings(&file.llm)?;
+    if let Some(p) = a.group_prefix {
+        cfg.group_prefix = p;
+    }
+    cfg.resolve_model = a.resolve_model.or_else(|| file.resolve.model.clone());
+    cfg.resolve_threshold = a.resolve_threshold.or(file.resolve.threshold).unwrap_or(0.8);
     let (node, mut tasks) = Node::start(cfg).await?;
     tracing::info!(transport = node.transport.name(), stages = %node.config.stages.join(","), "streamrag running");
     if let Some(addr) = &a.http {
@@ -818,6 +916,19 @@ fn main() -> Result<()> {
                     max_steps: a.max_steps,
                 })
                 .await
+            }
+            Cmd::Bench(BenchCmd::Resolve(a)) => {
+                let model = a.model.unwrap_or_else(default_minilm_dir);
+                tokio::task::spawn_blocking(move || {
+                    streamrag::resolve_bench::run(streamrag::resolve_bench::BenchResolve {
+                        dataset: &a.dataset,
+                        model: &model,
+                        sizes: a.sizes,
+                        probe: a.probe,
+                        threshold: a.threshold,
+                    })
+                })
+                .await?
             }
             Cmd::Bench(BenchCmd::Graph(a)) => streamrag::bench::graph(&a.sizes, a.triples_per_doc).await,
             Cmd::Bench(BenchCmd::Pipeline(a)) => cmd_bench_pipeline(a, file).await,

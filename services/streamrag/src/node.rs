@@ -13,7 +13,10 @@ use streamrag_operators::graph::{GraphState, GraphStore};
 use streamrag_operators::kg_writer::{KgWriter, LiveGraph};
 use streamrag_operators::openie::{Extractor, OpenIe};
 use streamrag_operators::query::{QueryStage, Retriever};
-use streamrag_operators::resolve::Resolve;
+use streamrag_operators::answer::{Answerer, PassageKeeper, Passages};
+use streamrag_operators::llm::{Llm, LlmSettings};
+use streamrag_operators::llm_extract::{open_cache, LlmExtractor};
+use streamrag_operators::resolve::{open_store, EntityResolver, Resolve};
 use streamrag_operators::snapshot::{self, NoProgress};
 use streamrag_operators::runtime::{self, RunOptions};
 use streamrag_operators::transport::embedded::EmbeddedLog;
@@ -47,6 +50,15 @@ pub struct NodeConfig {
     pub snapshot_keep: usize,
     /// What the query stage retrieves with.
     pub retriever: RetrieverChoice,
+    /// The LLM that extracts triples (openie); None: the built-in extractor.
+    pub extract_llm: Option<LlmSettings>,
+    /// The LLM that writes answers (query); None: retrieval only.
+    pub answer_llm: Option<LlmSettings>,
+    /// Entity resolution by name embeddings with this sentence encoder (all-MiniLM-L6-v2
+    /// directory); None: by normalised name only.
+    pub resolve_model: Option<PathBuf>,
+    /// Cosine at or above which a new name joins an existing entity.
+    pub resolve_threshold: f32,
 }
 
 /// The query stage's retriever.
@@ -91,6 +103,10 @@ impl NodeConfig {
             snapshot_every: None,
             snapshot_keep: 3,
             retriever: RetrieverChoice::Ppr,
+            extract_llm: None,
+            answer_llm: None,
+            resolve_model: None,
+            resolve_threshold: 0.8,
         }
     }
 }
@@ -231,6 +247,10 @@ pub struct Node {
     pub started_from: Option<std::collections::BTreeMap<String, i64>>,
     /// The dense index, when the query stage retrieves with it.
     pub dense: Option<Arc<DenseIndex>>,
+    /// The LLMs this process uses, by role (`extract`, `answer`): their calls and tokens.
+    pub llms: Vec<(&'static str, Llm)>,
+    /// The LLM extractor (its cache counters), when openie runs with one.
+    pub extractor: Option<Arc<LlmExtractor>>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -288,12 +308,57 @@ impl Node {
             let op = KgWriter::new(config.topics.clone(), g, None, applied_tx);
             tasks.push(stage("query-replica", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
+        // LLMs: opened once per distinct setting (a local model loads once for both roles).
+        let mut llms: Vec<(&'static str, Llm)> = Vec::new();
+        let mut opened: Vec<(LlmSettings, Llm)> = Vec::new();
+        for (role, s) in [("extract", config.extract_llm.as_ref().filter(|_| has("openie"))), ("answer", config.answer_llm.as_ref().filter(|_| has("query")))] {
+            let Some(s) = s else { continue };
+            let llm = match opened.iter().find(|(o, _)| o == s) {
+                Some((_, l)) => l.for_role(),
+                None => {
+                    let s2 = s.clone();
+                    let l = tokio::task::spawn_blocking(move || s2.open(&default_device()))
+                        .await?
+                        .map_err(|e| anyhow::anyhow!("opening the {role} LLM: {e}"))?;
+                    opened.push((s.clone(), l.clone()));
+                    l
+                }
+            };
+            tracing::info!(role, model = %llm.model_id(), "LLM ready");
+            llms.push((role, llm));
+        }
+        let role_llm = |role: &str| llms.iter().find(|(r, _)| *r == role).map(|(_, l)| l.clone());
+        let mut extractor_stats = None;
         if has("openie") {
-            let op = OpenIe { topics: config.topics.clone(), limits: config.limits.clone(), extractor: Extractor::Builtin };
+            let extractor = match role_llm("extract") {
+                None => Extractor::Builtin,
+                Some(llm) => {
+                    let cache = open_cache(&config.data.join("llm-cache"))
+                        .with_context(|| format!("opening the LLM cache under {}", config.data.display()))?;
+                    let x = Arc::new(LlmExtractor::new(llm, Some(cache)));
+                    extractor_stats = Some(x.clone());
+                    Extractor::Llm(x)
+                }
+            };
+            let op = OpenIe { topics: config.topics.clone(), limits: config.limits.clone(), extractor };
             tasks.push(stage("openie", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
         if has("resolve") {
-            let op = Resolve { topics: config.topics.clone() };
+            let resolver = match &config.resolve_model {
+                None => None,
+                Some(model) => {
+                    let (model, threshold, dir) = (model.clone(), config.resolve_threshold, config.data.join("resolver"));
+                    let r = tokio::task::spawn_blocking(move || -> Result<EntityResolver> {
+                        let enc = SentenceEncoder::load(&model, &default_device()).map_err(|e| anyhow::anyhow!("loading the sentence encoder: {e}"))?;
+                        let tree = open_store(&dir).with_context(|| format!("opening {}", dir.display()))?;
+                        EntityResolver::open(enc, threshold, Some(tree)).map_err(|e| anyhow::anyhow!("loading the entity resolver: {e}"))
+                    })
+                    .await??;
+                    tracing::info!(entities = r.entities(), threshold, "entity resolution by name embeddings");
+                    Some(r)
+                }
+            };
+            let op = Resolve { topics: config.topics.clone(), resolver };
             tasks.push(stage("resolve", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
         let mut dense = None;
@@ -331,6 +396,16 @@ impl Node {
                 limits: config.limits.clone(),
                 graph: graph.clone().expect("set above"),
                 retriever,
+                answerer: None,
+            };
+            let op = match role_llm("answer") {
+                None => op,
+                Some(llm) => {
+                    let passages = Arc::new(Passages::default());
+                    let keeper = PassageKeeper { topics: config.topics.clone(), passages: passages.clone() };
+                    tasks.push(stage("passages", runtime::run(keeper, transport.clone(), opts.clone(), shutdown_rx.clone())));
+                    QueryStage { answerer: Some(Arc::new(Answerer::new(llm, passages))), ..op }
+                }
             };
             tasks.push(stage("query", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
@@ -339,7 +414,7 @@ impl Node {
         let sub = transport.subscribe(&group, &config.topics.answers, true).await?;
         let router = answers.clone().run(sub, shutdown_rx.clone());
         tasks.push(("answer-router".into(), tokio::spawn(router)));
-        Ok((Arc::new(Node { config, transport, graph, applied, answers, started_from, dense, shutdown }), Tasks(tasks)))
+        Ok((Arc::new(Node { config, transport, graph, applied, answers, started_from, dense, llms, extractor: extractor_stats, shutdown }), Tasks(tasks)))
     }
 
     /// Publishes documents onto the docs topic (keyed by id); returns when acknowledged.

@@ -1,0 +1,91 @@
+//! Entity resolution with the real all-MiniLM-L6-v2: merges above the threshold, numbers
+//! guard, persistence across a restart, and the resolve stage's deltas.
+
+use std::path::PathBuf;
+
+use candle_core::Device;
+use streamrag_glm::SentenceEncoder;
+use streamrag_operators::config::Topics;
+use streamrag_operators::resolve::{open_store, EntityResolver, Resolution, Resolve};
+use streamrag_operators::runtime::Operator;
+use streamrag_operators::transport::Record;
+use streamrag_schemas::{decode, encode, Extraction, GraphDelta, Mention, SourceRef, Triple};
+
+fn minilm() -> PathBuf {
+    let d = std::env::var("STREAMRAG_MINILM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.models/all-MiniLM-L6-v2"));
+    assert!(d.join("model.safetensors").exists(), "scripts/fetch-models.sh fetches all-MiniLM-L6-v2 into .models/");
+    d
+}
+
+fn encoder() -> SentenceEncoder {
+    SentenceEncoder::load(&minilm(), &Device::Cpu).unwrap()
+}
+
+fn cos(e: &SentenceEncoder, a: &str, b: &str) -> f32 {
+    let v = e.embed_vecs(&[a, b]).unwrap();
+    v[0].iter().zip(&v[1]).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn near_duplicates_merge_and_decisions_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let enc = encoder();
+    // The pairs this test relies on, measured with the real model.
+    let close = cos(&enc, "Barack Obama", "Barack H. Obama");
+    let far = cos(&enc, "Barack Obama", "London");
+    let apollo = cos(&enc, "Apollo 11", "Apollo 13");
+    eprintln!("cosines: obama/h-obama {close:.3}, obama/london {far:.3}, apollo 11/13 {apollo:.3}");
+    assert!(close >= 0.8 && far < 0.8 && apollo >= 0.8, "{close} {far} {apollo}");
+
+    let mut r = EntityResolver::open(enc, 0.8, Some(open_store(dir.path()).unwrap())).unwrap();
+    let got = r.resolve_names(&["Barack Obama", "London", "Apollo 11", "barack obama", "Barack H. Obama", "Apollo 13", "LONDON"]).unwrap();
+    let ids: Vec<&str> = got.iter().map(|g| g.0.as_str()).collect();
+    assert_eq!(ids, vec!["barack obama", "london", "apollo 11", "barack obama", "barack obama", "apollo 13", "london"]);
+    let how: Vec<Resolution> = got.iter().map(|g| g.1).collect();
+    use Resolution::*;
+    assert_eq!(how, vec![New, New, New, Known, Merged, New, Known], "Apollo 13 is close to Apollo 11 but its number differs");
+    assert_eq!(r.entities(), 4);
+    drop(r);
+
+    // Reopened: every name is known (no new decision), the index is rebuilt.
+    let mut r = EntityResolver::open(encoder(), 0.8, Some(open_store(dir.path()).unwrap())).unwrap();
+    assert_eq!(r.entities(), 4);
+    assert_eq!(r.canonical("barack h obama"), Some("barack obama"));
+    let again = r.resolve_names(&["Barack H. Obama", "Apollo 13"]).unwrap();
+    assert_eq!(again, vec![("barack obama".to_string(), Known), ("apollo 13".to_string(), Known)]);
+    // A new variant joins through the rebuilt index.
+    let v = r.resolve_names(&["President Barack Obama"]).unwrap();
+    let c = cos(r.encoder(), "Barack Obama", "President Barack Obama");
+    if c >= 0.8 {
+        assert_eq!(v[0], ("barack obama".to_string(), Merged));
+    } else {
+        assert_eq!(v[0], ("president barack obama".to_string(), New));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resolve_stage_publishes_merged_ids() {
+    let ex = |doc: &str, s: &str, o: &str| Extraction {
+        schema_version: 1,
+        op: Default::default(),
+        doc_id: doc.into(),
+        title: doc.into(),
+        entities: vec![Mention { name: s.into(), kind: None }],
+        triples: vec![Triple { subject: s.into(), relation: "born in".into(), object: o.into() }],
+        extractor: "test".into(),
+        source: SourceRef { topic: "t".into(), partition: 0, offset: 0 },
+    };
+    let rec = |o: i64, e: &Extraction| Record { topic: "triples".into(), partition: 0, offset: o, key: None, payload: encode(e), timestamp_ms: 0 };
+    let mut stage = Resolve { topics: Topics::default(), resolver: Some(EntityResolver::open(encoder(), 0.8, None).unwrap()) };
+    let out = stage
+        .process_batch(&[rec(0, &ex("a", "Barack Obama", "Honolulu")), Record { payload: b"junk".to_vec(), ..rec(1, &ex("x", "y", "z")) }, rec(2, &ex("b", "Barack H. Obama", "Honolulu, Hawaii"))])
+        .await
+        .unwrap();
+    assert!(out[1].is_err(), "a bad record fails alone");
+    let d: Vec<GraphDelta> = [0, 2].iter().map(|&i| decode(&out[i].as_ref().unwrap()[0].payload).unwrap()).collect();
+    assert_eq!(d[1].triples[0].subject_id, "barack obama", "merged into the first name's entity");
+    assert_eq!(d[1].triples[0].subject, "Barack H. Obama", "the document keeps its own name");
+    assert_eq!(d[0].triples[0].subject_id, "barack obama");
+}

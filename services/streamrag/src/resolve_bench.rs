@@ -1,0 +1,199 @@
+//! `streamrag bench resolve`: entity resolution measured on names from 2WikiMultihopQA.
+//!
+//! Throughput: the resolver is filled to each size with real entity names (the corpus titles
+//! and the names the built-in extractor finds in the passages; past those, names recombined
+//! from their words), then a probe of names it has never seen is resolved: embedding, then
+//! the decision (HNSW search, insert). The same probe is decided again with an exact search
+//! over every entity, in the same process: the baseline whose cost grows linearly.
+//!
+//! Quality: a labelled alias set. The 6,119 corpus titles are distinct entities (titles are
+//! unique). A title "Base (qualifier)" whose base is no other title's base and no title itself
+//! gives an alias: the bare "Base" names that title's entity. Titles are resolved first (any
+//! merge between two titles is a false merge), then each alias alone against them: joining its
+//! title is a true merge, joining another entity a false one, staying new a miss.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use streamrag_glm::SentenceEncoder;
+use streamrag_operators::normalize::normalize;
+use streamrag_operators::resolve::{EntityResolver, Resolution};
+
+use crate::dataset::Dataset;
+use crate::synth::Lcg;
+
+pub struct BenchResolve<'a> {
+    pub dataset: &'a Path,
+    pub model: &'a Path,
+    pub sizes: Vec<usize>,
+    pub probe: usize,
+    pub threshold: f32,
+}
+
+/// Distinct names (by normalised form): titles, then extracted names, then recombinations.
+fn names(ds: &Dataset, want: usize) -> Vec<String> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut push = |n: &str, out: &mut Vec<String>| {
+        let k = normalize(n);
+        if !k.is_empty() && seen.insert(k) {
+            out.push(n.trim().to_string());
+        }
+    };
+    for p in &ds.corpus {
+        push(&p.title, &mut out);
+    }
+    for p in &ds.corpus {
+        for m in streamrag_operators::extract::extract(&p.title, p.text.as_deref().unwrap_or_default()).entities {
+            push(&m.name, &mut out);
+        }
+    }
+    let words: Vec<String> = out.iter().flat_map(|n| n.split_whitespace().map(str::to_string).collect::<Vec<_>>()).filter(|w| w.chars().all(char::is_alphabetic) && w.len() > 2).collect();
+    let mut rng = Lcg::new(17);
+    let mut tries = 0usize;
+    while out.len() < want && tries < want * 20 {
+        tries += 1;
+        let k = 2 + (rng.next_u64() % 2) as usize;
+        let n: Vec<&str> = (0..k).map(|_| words[(rng.next_u64() % words.len() as u64) as usize].as_str()).collect();
+        push(&n.join(" "), &mut out);
+    }
+    out
+}
+
+pub fn run(b: BenchResolve) -> Result<()> {
+    let ds = Dataset::load(b.dataset)?;
+    let enc = || SentenceEncoder::load(b.model, &candle_core::Device::Cpu).map_err(|e| anyhow!("loading {}: {e}", b.model.display()));
+    aliases(&ds, enc()?, b.threshold)?;
+
+    let largest = b.sizes.iter().copied().max().unwrap_or(0);
+    let all = names(&ds, largest + b.probe);
+    if all.len() < largest + b.probe {
+        return Err(anyhow!("only {} distinct names for {} + {} wanted", all.len(), largest, b.probe));
+    }
+    let (pool, probe) = all.split_at(largest);
+    let probe = &probe[..b.probe];
+    // Embed everything once (timed: the embedding share of the cost).
+    let e = enc()?;
+    let t = Instant::now();
+    let refs: Vec<&str> = pool.iter().map(String::as_str).collect();
+    let mut pool_vecs = Vec::with_capacity(pool.len());
+    for chunk in refs.chunks(4096) {
+        pool_vecs.extend(e.embed_vecs(chunk).map_err(|e| anyhow!(e))?);
+        eprint!("\rembedding names: {}/{}", pool_vecs.len(), pool.len());
+    }
+    eprintln!();
+    let pool_embed_s = t.elapsed().as_secs_f64();
+    println!("bench resolve: {} names embedded in {:.1} s ({:.0} names/s, all-MiniLM-L6-v2, CPU)", pool.len(), pool_embed_s, pool.len() as f64 / pool_embed_s);
+    println!("| entities | probe | embed ms/name | decide ms/name (HNSW) | decide ms/name (exact) | exact/HNSW | same decision | merged | names/s end to end |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut r = EntityResolver::open(e, b.threshold, None).map_err(|e| anyhow!(e))?;
+    let mut filled = 0;
+    let mut sizes = b.sizes.clone();
+    sizes.sort_unstable();
+    for size in sizes {
+        let items: Vec<(String, Vec<f32>)> = pool[filled..size].iter().map(|n| normalize(n)).zip(pool_vecs[filled..size].iter().cloned()).collect();
+        let t = Instant::now();
+        r.resolve_embedded(&items).map_err(|e| anyhow!(e))?;
+        eprintln!("filled to {size} names ({} entities) in {:.1} s", r.entities(), t.elapsed().as_secs_f64());
+        filled = size;
+        // The probe: embed, then decide, as the resolve stage does for names never seen.
+        let t = Instant::now();
+        let refs: Vec<&str> = probe.iter().map(String::as_str).collect();
+        let vecs = r.encoder().embed_vecs(&refs).map_err(|e| anyhow!(e))?;
+        let embed_s = t.elapsed().as_secs_f64();
+        let norms: Vec<String> = probe.iter().map(|n| normalize(n)).collect();
+        let t = Instant::now();
+        let ann: Vec<Option<String>> = norms.iter().zip(&vecs).map(|(n, v)| r.nearest(n, v, false)).collect();
+        let ann_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let exact: Vec<Option<String>> = norms.iter().zip(&vecs).map(|(n, v)| r.nearest(n, v, true)).collect();
+        let exact_s = t.elapsed().as_secs_f64();
+        let same = ann.iter().zip(&exact).filter(|(a, b)| a == b).count();
+        let merged = ann.iter().filter(|a| a.is_some()).count();
+        let p = probe.len() as f64;
+        println!(
+            "| {size} | {} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.1}% | {merged} | {:.0} |",
+            probe.len(),
+            embed_s * 1e3 / p,
+            ann_s * 1e3 / p,
+            exact_s * 1e3 / p,
+            exact_s / ann_s,
+            100.0 * same as f64 / p,
+            p / (embed_s + ann_s)
+        );
+    }
+    Ok(())
+}
+
+/// Merge precision and recall on the alias set (see the module doc).
+fn aliases(ds: &Dataset, enc: SentenceEncoder, threshold: f32) -> Result<()> {
+    let titles: Vec<&str> = ds.corpus.iter().map(|p| p.title.as_str()).collect();
+    let split = |t: &str| -> Option<(String, String)> {
+        let t = t.trim();
+        let open = t.rfind(" (")?;
+        t.ends_with(')').then(|| (t[..open].trim().to_string(), t[open + 2..t.len() - 1].to_string()))
+    };
+    let title_norms: HashSet<String> = titles.iter().map(|t| normalize(t)).collect();
+    let mut base_count: HashMap<String, usize> = HashMap::new();
+    for t in &titles {
+        if let Some((base, _)) = split(t) {
+            *base_count.entry(normalize(&base)).or_default() += 1;
+        }
+    }
+    let pairs: Vec<(String, &str)> = titles
+        .iter()
+        .filter_map(|t| split(t).map(|(base, _)| (base, *t)))
+        .filter(|(base, _)| base_count[&normalize(base)] == 1 && !title_norms.contains(&normalize(base)))
+        .collect();
+    let mut r = EntityResolver::open(enc, threshold, None).map_err(|e| anyhow!(e))?;
+    let t = Instant::now();
+    let got = r.resolve_names(&titles).map_err(|e| anyhow!(e))?;
+    let title_merges = got.iter().filter(|g| g.1 == Resolution::Merged).count();
+    let bases: Vec<&str> = pairs.iter().map(|p| p.0.as_str()).collect();
+    let vecs = r.encoder().embed_vecs(&bases).map_err(|e| anyhow!(e))?;
+    let (mut tp, mut fp, mut miss) = (0usize, 0usize, 0usize);
+    let mut examples = Vec::new();
+    for ((base, title), v) in pairs.iter().zip(&vecs) {
+        let want = r.canonical(&normalize(title)).unwrap_or_default().to_string();
+        match r.nearest(&normalize(base), v, false) {
+            Some(c) if c == want => tp += 1,
+            Some(c) => {
+                fp += 1;
+                if examples.len() < 5 {
+                    examples.push(format!("{base:?} -> {c:?} (want {title:?})"));
+                }
+            }
+            None => miss += 1,
+        }
+    }
+    let merges = tp + fp + title_merges;
+    println!(
+        "bench resolve: aliases from 2Wiki titles: {} titles ({} merged into another title: false merges), {} aliases; threshold {threshold}; {:.1} s",
+        titles.len(),
+        title_merges,
+        pairs.len(),
+        t.elapsed().as_secs_f64()
+    );
+    println!(
+        "merge precision {:.1}% ({tp} right of {merges} merges: {fp} aliases to a wrong entity, {title_merges} title-title), recall {:.1}% ({tp} of {} aliases; {miss} stayed separate)",
+        100.0 * tp as f64 / merges.max(1) as f64,
+        100.0 * tp as f64 / pairs.len().max(1) as f64,
+        pairs.len()
+    );
+    for e in examples {
+        println!("  wrong merge: {e}");
+    }
+    let wrong: Vec<String> = got
+        .iter()
+        .zip(&titles)
+        .filter(|(g, _)| g.1 == Resolution::Merged)
+        .take(5)
+        .map(|(g, t)| format!("{t:?} -> {:?}", g.0))
+        .collect();
+    for w in wrong {
+        println!("  title merged: {w}");
+    }
+    Ok(())
+}
