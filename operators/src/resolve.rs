@@ -125,7 +125,9 @@ pub struct EntityResolver {
 
 impl EntityResolver {
     /// `store`: where decisions persist (`None`: memory only).
-    pub fn open(encoder: SentenceEncoder, threshold: f32, store: Option<sled::Tree>) -> Result<Self, String> {
+    pub fn open(mut encoder: SentenceEncoder, threshold: f32, store: Option<sled::Tree>) -> Result<Self, String> {
+        // Names are a few tokens long: larger batches than passages.
+        encoder.batch_size = encoder.batch_size.max(64);
         let dim = encoder.dim();
         let mut r = EntityResolver { encoder, threshold, names: HashMap::new(), nodes: Vec::new(), index: Hnsw::new(dim, HnswParams::default()), store };
         if let Some(tree) = &r.store {

@@ -110,6 +110,37 @@ mod tests {
         assert_eq!(cfg.limits, Limits::default());
         assert!(cfg.kafka.is_empty());
         assert_eq!(cfg.query, QueryConfig::default());
+        assert_eq!((cfg.llm, cfg.resolve), (LlmConfig::default(), ResolveConfig::default()));
+    }
+
+    #[test]
+    fn the_commented_llm_and_resolve_keys_parse_and_a_key_in_the_file_is_refused() {
+        // Uncomment every "# key = value" line of the shipped [llm] and [resolve] sections.
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/streamrag.toml");
+        let text = std::fs::read_to_string(p).unwrap();
+        let mut out = String::new();
+        let mut on = false;
+        for line in text.lines() {
+            if line.starts_with('[') {
+                on = line == "[llm]" || line == "[resolve]";
+                out.push_str(line);
+            } else if on && line.starts_with("# ") && line.contains(" = ") {
+                out.push_str(line.trim_start_matches("# ").split("   #").next().unwrap());
+            }
+            out.push('\n');
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, &out).unwrap();
+        let cfg = FileConfig::load(Some(&f), std::iter::empty()).unwrap();
+        assert!(cfg.llm.extract.as_deref().unwrap().starts_with("local:"));
+        assert!(cfg.llm.answer.as_deref().unwrap().starts_with("openai:"));
+        assert_eq!((cfg.llm.concurrency, cfg.llm.timeout_s), (Some(8), Some(60)));
+        assert!(cfg.llm.api_key_file.is_some() && cfg.llm.tokenizer.is_some() && cfg.llm.base_url.is_some());
+        assert_eq!(cfg.resolve.threshold, Some(0.8));
+        std::fs::write(&f, "[llm]\napi_key = \"sk-in-a-file\"\n").unwrap();
+        let e = FileConfig::load(Some(&f), std::iter::empty()).unwrap_err();
+        assert!(format!("{e:#}").contains("api_key"), "{e:#}");
     }
 
     #[test]

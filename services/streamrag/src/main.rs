@@ -423,6 +423,9 @@ struct BenchResolveArgs {
     /// Merge threshold (cosine).
     #[arg(long, default_value_t = 0.8)]
     threshold: f32,
+    /// Other thresholds at which to report alias precision / recall too.
+    #[arg(long, value_delimiter = ',')]
+    also_thresholds: Vec<f32>,
 }
 
 #[derive(Args)]
@@ -926,6 +929,7 @@ fn main() -> Result<()> {
                         sizes: a.sizes,
                         probe: a.probe,
                         threshold: a.threshold,
+                        also: a.also_thresholds,
                     })
                 })
                 .await?

@@ -30,6 +30,9 @@ pub struct BenchResolve<'a> {
     pub sizes: Vec<usize>,
     pub probe: usize,
     pub threshold: f32,
+    /// Further thresholds at which to report the alias precision / recall (for information:
+    /// the resolver runs at `threshold`).
+    pub also: Vec<f32>,
 }
 
 /// Distinct names (by normalised form): titles, then extracted names, then recombinations.
@@ -66,6 +69,9 @@ pub fn run(b: BenchResolve) -> Result<()> {
     let ds = Dataset::load(b.dataset)?;
     let enc = || SentenceEncoder::load(b.model, &candle_core::Device::Cpu).map_err(|e| anyhow!("loading {}: {e}", b.model.display()));
     aliases(&ds, enc()?, b.threshold)?;
+    for &t in &b.also {
+        aliases(&ds, enc()?, t)?;
+    }
 
     let largest = b.sizes.iter().copied().max().unwrap_or(0);
     let all = names(&ds, largest + b.probe);
@@ -86,7 +92,7 @@ pub fn run(b: BenchResolve) -> Result<()> {
     eprintln!();
     let pool_embed_s = t.elapsed().as_secs_f64();
     println!("bench resolve: {} names embedded in {:.1} s ({:.0} names/s, all-MiniLM-L6-v2, CPU)", pool.len(), pool_embed_s, pool.len() as f64 / pool_embed_s);
-    println!("| entities | probe | embed ms/name | decide ms/name (HNSW) | decide ms/name (exact) | exact/HNSW | same decision | merged | names/s end to end |");
+    println!("| names resolved (entities) | probe | embed ms/name | decide ms/name (HNSW) | decide ms/name (exact) | exact/HNSW | same decision | merged | names/s end to end |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut r = EntityResolver::open(e, b.threshold, None).map_err(|e| anyhow!(e))?;
     let mut filled = 0;
@@ -114,7 +120,8 @@ pub fn run(b: BenchResolve) -> Result<()> {
         let merged = ann.iter().filter(|a| a.is_some()).count();
         let p = probe.len() as f64;
         println!(
-            "| {size} | {} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.1}% | {merged} | {:.0} |",
+            "| {size} ({}) | {} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.1}% | {merged} | {:.0} |",
+            r.entities(),
             probe.len(),
             embed_s * 1e3 / p,
             ann_s * 1e3 / p,
