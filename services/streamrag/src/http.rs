@@ -62,7 +62,8 @@ async fn metrics(State(s): State<Arc<ApiState>>) -> Response {
     use std::fmt::Write;
     use std::sync::atomic::Ordering::Relaxed;
     let mut out = String::new();
-    let families: [(&str, &str, fn(&streamrag_operators::llm::LlmStats) -> u64); 6] = [
+    type Counter = fn(&streamrag_operators::llm::LlmStats) -> u64;
+    let families: [(&str, &str, Counter); 6] = [
         ("streamrag_llm_calls_total", "LLM requests sent (retries included)", |st| st.calls.load(Relaxed)),
         ("streamrag_llm_failures_total", "LLM requests that failed", |st| st.failures.load(Relaxed)),
         ("streamrag_llm_prompt_tokens_total", "Prompt tokens sent to the LLM", |st| st.prompt_tokens.load(Relaxed)),

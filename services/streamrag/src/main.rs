@@ -45,7 +45,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the pipeline's stages in this process (embedded transport unless --brokers).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Publish JSON-lines documents (or a deletion) onto the docs topic.
     Ingest(IngestArgs),
     /// Ask a question and print its answer.
@@ -855,7 +855,7 @@ fn main() -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.cmd {
-            Cmd::Run(a) => cmd_run(a, file).await,
+            Cmd::Run(a) => cmd_run(*a, file).await,
             Cmd::Ingest(a) => cmd_ingest(a, file).await,
             Cmd::Ask(a) => cmd_ask(a, file).await,
             Cmd::Stats(a) => cmd_stats(a).await,
