@@ -178,6 +178,7 @@ impl Operator for KgWriter {
         let mut dirty = Dirty::default();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut outbox = Vec::new();
+        let mut doc_times = Vec::new();
         for r in batch {
             if next.already_applied(&r.topic, r.partition, r.offset) {
                 outcomes.push(Ok(vec![]));
@@ -187,12 +188,13 @@ impl Operator for KgWriter {
                 if d.doc_id.trim().is_empty() {
                     return Err(StageError::user("graph delta has an empty doc_id"));
                 }
+                doc_times.extend(d.source.timestamp_ms);
                 let entry = GraphState::entry_of(&d);
                 let change = next.apply(&d.doc_id, entry.clone(), &mut dirty);
                 steps.push(Step::Apply(d.doc_id.clone(), entry));
                 match (change, &self.store) {
                     (Some(c), Some(_)) if !c.is_empty() => {
-                        let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset };
+                        let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset, timestamp_ms: d.source.timestamp_ms };
                         let msg = change_message(&next, &d, source, &c);
                         let out = Output { topic: self.topics.graph_changes.clone(), key: d.doc_id.clone(), payload: encode(&msg) };
                         outbox.push((self.next_seq, out.clone()));
@@ -215,6 +217,12 @@ impl Operator for KgWriter {
         self.in_flight.extend(outbox.iter().map(|(s, _)| *s));
         let docs = next.document_count();
         let old = self.graph.swap(Arc::new(next));
+        // Queryable from here: the freshness clock of each document in the batch stops.
+        let now = crate::transport::now_ms();
+        let h = crate::metrics::global().freshness(if self.store.is_some() { "writer" } else { "replica" });
+        for t in doc_times.into_iter().filter(|&t| t > 0) {
+            h.observe((now - t) as f64 / 1e3);
+        }
         self.spare = Some((old, steps));
         self.applied.send_replace(docs);
         Ok(outcomes)

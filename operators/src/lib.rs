@@ -26,6 +26,7 @@ pub mod graph;
 pub mod kg_writer;
 pub mod llm;
 pub mod llm_extract;
+pub mod metrics;
 pub mod normalize;
 pub mod openie;
 pub mod query;

@@ -157,7 +157,7 @@ impl OpenIe {
     async fn process(&self, r: &Record) -> Outcome {
         let doc: Document = decode(&r.payload)?;
         validate(&doc, &self.limits)?;
-        let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset };
+        let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset, timestamp_ms: Some(r.timestamp_ms) };
         let ex = extraction_of(&doc, source, &self.extractor).await?;
         Ok(vec![Output { topic: self.topics.triples.clone(), key: doc.id, payload: encode(&ex) }])
     }

@@ -438,7 +438,7 @@ mod tests {
                 entities: got.entities,
                 triples: got.triples,
                 extractor: "builtin".into(),
-                source: SourceRef { topic: "docs".into(), partition: 0, offset: i as i64 },
+                source: SourceRef { topic: "docs".into(), partition: 0, offset: i as i64, timestamp_ms: None },
             };
             let d = resolve(&ex);
             g.apply(&d.doc_id, GraphState::entry_of(&d), &mut Dirty::default());

@@ -103,7 +103,7 @@ mod tests {
             entities: vec![],
             triples: vec![Triple { subject: s.into(), relation: "r".into(), object: o.into() }],
             extractor: "test".into(),
-            source: SourceRef { topic: "docs".into(), partition: 0, offset: 0 },
+            source: SourceRef { topic: "docs".into(), partition: 0, offset: 0, timestamp_ms: None },
         };
         encode(&resolve(&ex))
     }

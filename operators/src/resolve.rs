@@ -298,7 +298,7 @@ mod tests {
                 Triple { subject: "ADA LOVELACE".into(), relation: "r".into(), object: "!!".into() },
             ],
             extractor: "builtin".into(),
-            source: SourceRef { topic: "t".into(), partition: 0, offset: 1 },
+            source: SourceRef { topic: "t".into(), partition: 0, offset: 1, timestamp_ms: None },
         };
         let d = resolve(&ex);
         assert_eq!(d.entities.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["ada lovelace", "london"]);

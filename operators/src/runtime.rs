@@ -89,7 +89,7 @@ pub fn dead_letter(stage: &str, record: &Record, error: &StageError, topic: &str
     let dl = DeadLetter {
         schema_version: SCHEMA_VERSION,
         stage: stage.to_string(),
-        source: SourceRef { topic: record.topic.clone(), partition: record.partition, offset: record.offset },
+        source: SourceRef { topic: record.topic.clone(), partition: record.partition, offset: record.offset, timestamp_ms: None },
         reason: error.message.clone(),
         error_kind: error.kind,
         key: record.key_str(),
@@ -119,6 +119,10 @@ pub async fn run<O: Operator>(
         op.after_commit(&[]);
     }
     tracing::info!(stage = op.name(), group = %group, input = %op.input(), transport = transport.name(), "stage started");
+    let metrics = crate::metrics::global().stage(op.name());
+    // Partition -> next offset to read, for the consumer-lag gauge (measured at most once a second).
+    let mut next: std::collections::BTreeMap<i32, i64> = std::collections::BTreeMap::new();
+    let mut lag_at = std::time::Instant::now() - Duration::from_secs(2);
     loop {
         if *shutdown.borrow() {
             break;
@@ -130,13 +134,20 @@ pub async fn run<O: Operator>(
         if batch.is_empty() {
             continue;
         }
-        let outcomes = op.process_batch(&batch).await?;
+        let started = std::time::Instant::now();
+        let span = tracing::debug_span!("batch", stage = op.name(), records = batch.len(), partition = batch[0].partition, first_offset = batch[0].offset);
+        metrics.records_in.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let outcomes = tracing::Instrument::instrument(op.process_batch(&batch), span).await?;
         debug_assert_eq!(outcomes.len(), batch.len());
         let mut outputs = Vec::new();
         for (record, outcome) in batch.iter().zip(outcomes) {
             match outcome {
-                Ok(outs) => outputs.extend(outs),
+                Ok(outs) => {
+                    metrics.records_out.fetch_add(outs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    outputs.extend(outs)
+                }
                 Err(e) => {
+                    metrics.dead_lettered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::warn!(stage = op.name(), topic = %record.topic, partition = record.partition,
                         offset = record.offset, kind = ?e.kind, reason = %e.message, "record dead-lettered");
                     outputs.push(dead_letter(op.name(), record, &e, &opts.dead_letter_topic));
@@ -146,6 +157,16 @@ pub async fn run<O: Operator>(
         transport.produce(&outputs).await?;
         sub.commit(&batch).await?;
         op.after_commit(&batch);
+        metrics.batch_seconds.observe(started.elapsed().as_secs_f64());
+        for r in &batch {
+            next.insert(r.partition, r.offset + 1);
+        }
+        if lag_at.elapsed() >= Duration::from_secs(1) {
+            lag_at = std::time::Instant::now();
+            if let Some(lag) = sub.lag(&next) {
+                metrics.lag.store(lag, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
     }
     tracing::info!(stage = op.name(), "stage stopped");
     Ok(())

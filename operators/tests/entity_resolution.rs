@@ -75,7 +75,7 @@ async fn the_resolve_stage_publishes_merged_ids() {
         entities: vec![Mention { name: s.into(), kind: None }],
         triples: vec![Triple { subject: s.into(), relation: "born in".into(), object: o.into() }],
         extractor: "test".into(),
-        source: SourceRef { topic: "t".into(), partition: 0, offset: 0 },
+        source: SourceRef { topic: "t".into(), partition: 0, offset: 0, timestamp_ms: None },
     };
     let rec = |o: i64, e: &Extraction| Record { topic: "triples".into(), partition: 0, offset: o, key: None, payload: encode(e), timestamp_ms: 0 };
     let mut stage = Resolve { topics: Topics::default(), resolver: Some(EntityResolver::open(encoder(), 0.8, None).unwrap()) };

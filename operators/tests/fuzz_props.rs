@@ -44,7 +44,7 @@ fn through_the_pipeline(doc: &Document) {
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let source = SourceRef { topic: "docs".into(), partition: 0, offset: 0 };
+    let source = SourceRef { topic: "docs".into(), partition: 0, offset: 0, timestamp_ms: None };
     if let Ok(ex) = rt.block_on(extraction_of(doc, source, &Extractor::Builtin)) {
         let delta = streamrag_operators::resolve::resolve(&ex);
         let mut g = GraphState::new();

@@ -10,13 +10,16 @@ fn default_version() -> u32 {
     SCHEMA_VERSION
 }
 
-/// Where a record came from: its topic, partition and offset.
+/// Where a record came from: its topic, partition and offset (and, on records derived from a
+/// document, the document record's topic timestamp: the start of its freshness clock).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceRef {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_ms: Option<i64>,
 }
 
 /// Whether a document message asserts a (new version of a) document or withdraws it.
@@ -360,7 +363,7 @@ mod tests {
         let dl = DeadLetter {
             schema_version: 1,
             stage: "openie".into(),
-            source: SourceRef { topic: "t".into(), partition: 0, offset: 3 },
+            source: SourceRef { topic: "t".into(), partition: 0, offset: 3, timestamp_ms: None },
             reason: "r".into(),
             error_kind: ErrorKind::User,
             key: None,

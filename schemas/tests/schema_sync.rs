@@ -57,7 +57,7 @@ fn check<T: DeserializeOwned + Serialize + Versioned + std::fmt::Debug>(
 }
 
 fn source() -> SourceRef {
-    SourceRef { topic: "streamrag.docs".into(), partition: 2, offset: 7 }
+    SourceRef { topic: "streamrag.docs".into(), partition: 2, offset: 7, timestamp_ms: None }
 }
 
 #[test]

@@ -697,7 +697,7 @@ mod tests {
                     object: o.to_uppercase(),
                 })
                 .collect(),
-            source: SourceRef { topic: "t".into(), partition: 0, offset: 0 },
+            source: SourceRef { topic: "t".into(), partition: 0, offset: 0, timestamp_ms: None },
         }
     }
 

@@ -176,10 +176,10 @@ impl EmbeddedLog {
 
 /// One consumer of one topic in the embedded log.
 pub struct EmbeddedSubscription {
-    log: EmbeddedLog,
+    pub(crate) log: EmbeddedLog,
     /// None: an assigned reader whose commits are no-ops.
     group: Option<String>,
-    topic: String,
+    pub(crate) topic: String,
     next: i64,
 }
 

@@ -108,6 +108,26 @@ impl Subscription {
         }
     }
 
+    /// Records between `next` (partition -> next offset to read) and the end of each of those
+    /// partitions, from what the client already knows (no broker round trip on Kafka: the
+    /// watermarks its fetches cached). None when the client knows nothing yet.
+    pub fn lag(&self, next: &std::collections::BTreeMap<i32, i64>) -> Option<i64> {
+        match self {
+            Subscription::Embedded(s) => {
+                let end = s.log.end_offset(&s.topic).ok()?;
+                Some(next.values().map(|n| (end - n).max(0)).sum())
+            }
+            Subscription::Kafka(s) => {
+                let mut lag = 0;
+                for (p, n) in next {
+                    let (_, high) = s.cached_watermarks(*p)?;
+                    lag += (high - n).max(0);
+                }
+                Some(lag)
+            }
+        }
+    }
+
     /// Marks every record of `batch` done: the group resumes after them.
     pub async fn commit(&mut self, batch: &[Record]) -> Result<(), TransportError> {
         match self {

@@ -50,7 +50,7 @@ impl Gen {
             title: format!("Document {doc}"),
             entities: vec![EntityRef { id: me.clone(), name: me }],
             triples,
-            source: SourceRef { topic: "streamrag.docs".into(), partition: 0, offset },
+            source: SourceRef { topic: "streamrag.docs".into(), partition: 0, offset, timestamp_ms: None },
         }
     }
 }

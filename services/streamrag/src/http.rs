@@ -87,6 +87,7 @@ async fn metrics(State(s): State<Arc<ApiState>>) -> Response {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
         }
     }
+    streamrag_operators::metrics::global().render(&mut out);
     if let Some(g) = &s.node.graph {
         let g = g.current();
         let _ = writeln!(out, "# HELP streamrag_graph_documents Live documents in the graph\n# TYPE streamrag_graph_documents gauge\nstreamrag_graph_documents {}", g.document_count());

@@ -1,0 +1,158 @@
+//! Process-wide metrics in the Prometheus text format: per stage records in / out /
+//! dead-lettered, batch processing latency and consumer lag; freshness (a document's topic
+//! timestamp to the moment its triples are queryable). No dependency: counters are atomics,
+//! histograms have fixed buckets.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Bucket upper bounds in seconds: 1 ms to 5 min.
+const BOUNDS: [f64; 18] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, f64::INFINITY];
+
+#[derive(Debug, Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BOUNDS.len()],
+    sum_us: AtomicU64,
+    /// Raw samples (seconds), kept only while a benchmark asks for exact quantiles.
+    samples: Mutex<Option<Vec<f64>>>,
+}
+
+impl Histogram {
+    pub fn observe(&self, seconds: f64) {
+        let s = seconds.max(0.0);
+        let i = BOUNDS.iter().position(|b| s <= *b).unwrap_or(BOUNDS.len() - 1);
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_us.fetch_add((s * 1e6) as u64, Relaxed);
+        if let Some(v) = self.samples.lock().expect("samples lock").as_mut() {
+            v.push(s);
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// Starts keeping raw samples (dropping any kept before).
+    pub fn keep_samples(&self) {
+        *self.samples.lock().expect("samples lock") = Some(Vec::new());
+    }
+
+    /// The raw samples kept since [`Histogram::keep_samples`], sorted.
+    pub fn samples(&self) -> Vec<f64> {
+        let mut v = self.samples.lock().expect("samples lock").clone().unwrap_or_default();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    fn render(&self, name: &str, labels: &str, out: &mut String) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cum = 0;
+        for (b, c) in BOUNDS.iter().zip(&self.counts) {
+            cum += c.load(Relaxed);
+            let le = if b.is_infinite() { "+Inf".to_string() } else { b.to_string() };
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cum}");
+        }
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum_us.load(Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {cum}");
+    }
+}
+
+/// The q-quantile (0..=1) of sorted samples.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+#[derive(Debug, Default)]
+pub struct StageMetrics {
+    pub records_in: AtomicU64,
+    pub records_out: AtomicU64,
+    pub dead_lettered: AtomicU64,
+    /// Processing time of each batch (process, produce, commit), per batch.
+    pub batch_seconds: Histogram,
+    /// Records behind the end of the input topic, as of the last measurement.
+    pub lag: AtomicI64,
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    stages: Mutex<BTreeMap<String, Arc<StageMetrics>>>,
+    /// Document topic timestamp -> its triples queryable in the live graph, by graph
+    /// (`writer` or `replica`).
+    freshness: Mutex<BTreeMap<&'static str, Arc<Histogram>>>,
+}
+
+impl Metrics {
+    pub fn stage(&self, name: &str) -> Arc<StageMetrics> {
+        self.stages.lock().expect("metrics lock").entry(name.to_string()).or_default().clone()
+    }
+
+    pub fn freshness(&self, graph: &'static str) -> Arc<Histogram> {
+        self.freshness.lock().expect("metrics lock").entry(graph).or_default().clone()
+    }
+
+    /// Everything, in the Prometheus text exposition format.
+    pub fn render(&self, out: &mut String) {
+        let stages = self.stages.lock().expect("metrics lock").clone();
+        let counters: [(&str, &str, fn(&StageMetrics) -> u64); 3] = [
+            ("streamrag_stage_records_in_total", "Records a stage consumed", |m| m.records_in.load(Relaxed)),
+            ("streamrag_stage_records_out_total", "Records a stage produced (dead letters excluded)", |m| m.records_out.load(Relaxed)),
+            ("streamrag_stage_dead_lettered_total", "Records a stage sent to the dead-letter topic", |m| m.dead_lettered.load(Relaxed)),
+        ];
+        for (name, help, get) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (stage, m) in &stages {
+                let _ = writeln!(out, "{name}{{stage=\"{stage}\"}} {}", get(m));
+            }
+        }
+        let name = "streamrag_stage_consumer_lag";
+        let _ = writeln!(out, "# HELP {name} Records behind the end of the stage's input topic\n# TYPE {name} gauge");
+        for (stage, m) in &stages {
+            let _ = writeln!(out, "{name}{{stage=\"{stage}\"}} {}", m.lag.load(Relaxed));
+        }
+        let name = "streamrag_stage_batch_seconds";
+        let _ = writeln!(out, "# HELP {name} Time to process, produce and commit one batch\n# TYPE {name} histogram");
+        for (stage, m) in &stages {
+            m.batch_seconds.render(name, &format!("stage=\"{stage}\""), out);
+        }
+        let name = "streamrag_freshness_seconds";
+        let _ = writeln!(out, "# HELP {name} From a document's topic timestamp to its triples being queryable\n# TYPE {name} histogram");
+        for (graph, h) in self.freshness.lock().expect("metrics lock").iter() {
+            h.render(name, &format!("graph=\"{graph}\""), out);
+        }
+    }
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static M: OnceLock<Metrics> = OnceLock::new();
+    M.get_or_init(Metrics::default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_render_cumulative_buckets() {
+        let h = Histogram::default();
+        h.keep_samples();
+        for s in [0.0005, 0.02, 0.02, 3.0, 1000.0] {
+            h.observe(s);
+        }
+        let mut out = String::new();
+        h.render("x", "a=\"b\"", &mut out);
+        assert!(out.contains("x_bucket{a=\"b\",le=\"0.001\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"0.025\"} 3\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"5\"} 4\n"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"+Inf\"} 5\n"), "{out}");
+        assert!(out.contains("x_count{a=\"b\"} 5\n"), "{out}");
+        let s = h.samples();
+        assert_eq!((quantile(&s, 0.5), quantile(&s, 1.0)), (0.02, 1000.0));
+    }
+}
