@@ -26,6 +26,19 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
+/// The address to listen on: a bare port (`8080`) or one without a host (`:8080`) binds to
+/// 127.0.0.1; exposing the API beyond the machine takes an explicit host (`0.0.0.0:8080`).
+pub fn bind_addr(s: &str) -> String {
+    let s = s.trim();
+    if s.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{s}")
+    } else if let Some(port) = s.strip_prefix(':') {
+        format!("127.0.0.1:{port}")
+    } else {
+        s.to_string()
+    }
+}
+
 pub fn router(state: Arc<ApiState>) -> Router {
     let body_limit = state.node.config.limits.max_text_bytes * 4 + 64 * 1024;
     Router::new()
@@ -175,6 +188,14 @@ mod tests {
 
     fn status(r: Result<Vec<Document>, Response>) -> StatusCode {
         r.map(|_| StatusCode::OK).unwrap_or_else(|r| r.status())
+    }
+
+    #[test]
+    fn an_address_without_a_host_binds_to_localhost() {
+        assert_eq!(bind_addr("8080"), "127.0.0.1:8080");
+        assert_eq!(bind_addr(":8080"), "127.0.0.1:8080");
+        assert_eq!(bind_addr("0.0.0.0:80"), "0.0.0.0:80");
+        assert_eq!(bind_addr("[::1]:80"), "[::1]:80");
     }
 
     #[test]

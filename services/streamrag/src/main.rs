@@ -189,7 +189,7 @@ struct RunArgs {
     /// Data directory: the embedded log and the graph store.
     #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
     data: PathBuf,
-    /// Serve the HTTP API on this address (e.g. 127.0.0.1:8080).
+    /// Serve the HTTP API on this address (e.g. 127.0.0.1:8080; a bare port binds to 127.0.0.1).
     #[arg(long, env = "STREAMRAG_HTTP")]
     http: Option<String>,
     /// Comma-separated stages to run (default: all of openie,resolve,kg-writer,query).
@@ -534,7 +534,8 @@ async fn shutdown_signal() {
 }
 
 async fn serve_http(addr: &str, node: Arc<Node>) -> Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let addr = http::bind_addr(addr);
+    let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
     tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
     let mut stop = node.shutdown_signal();
     let app = http::router(Arc::new(ApiState { node, answer_timeout: Duration::from_secs(30) }));
