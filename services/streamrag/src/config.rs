@@ -144,6 +144,26 @@ mod tests {
     }
 
     #[test]
+    fn the_kubernetes_configmap_holds_a_valid_config() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/k8s/configmap.yaml");
+        let yaml = std::fs::read_to_string(p).unwrap();
+        let body: String = yaml
+            .split_once("streamrag.toml: |\n")
+            .unwrap()
+            .1
+            .lines()
+            .map(|l| l.strip_prefix("    ").unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, body).unwrap();
+        let cfg = FileConfig::load(Some(&f), std::iter::empty()).unwrap();
+        assert_eq!(cfg.topics, Topics::default());
+        assert_eq!(cfg.llm.api_key_file.as_deref(), Some(Path::new("/run/secrets/streamrag/openai-api-key")));
+    }
+
+    #[test]
     fn env_adds_kafka_options_and_unknown_keys_are_errors() {
         let env = vec![("STREAMRAG_KAFKA_OPT_SASL_PASSWORD".to_string(), "s3cret".to_string()), ("OTHER".into(), "x".into())];
         let cfg = FileConfig::load(None, env.into_iter()).unwrap();
