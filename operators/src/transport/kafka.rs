@@ -149,7 +149,7 @@ impl KafkaTransport {
         } else {
             consumer.subscribe(&[topic])?;
         }
-        Ok(KafkaSubscription { consumer, topic: topic.to_string(), assigned: from_end })
+        Ok(KafkaSubscription { consumer, topic: topic.to_string(), last_warn: None, assigned: from_end })
     }
 
     fn reader(&self) -> Result<StreamConsumer, TransportError> {
@@ -180,7 +180,7 @@ impl KafkaTransport {
             tpl.add_partition_offset(topic, p, offset)?;
         }
         consumer.assign(&tpl)?;
-        Ok(KafkaSubscription { consumer, topic: topic.to_string(), assigned: true })
+        Ok(KafkaSubscription { consumer, topic: topic.to_string(), last_warn: None, assigned: true })
     }
 
     /// High watermarks of every partition of `topic`.
@@ -199,6 +199,8 @@ impl KafkaTransport {
 pub struct KafkaSubscription {
     consumer: StreamConsumer,
     topic: String,
+    /// When the last "Kafka unavailable" warning was logged.
+    last_warn: Option<std::time::Instant>,
     /// Partitions assigned explicitly: commits are no-ops.
     assigned: bool,
 }
@@ -231,17 +233,58 @@ impl KafkaSubscription {
         let mut batch = Vec::new();
         match tokio::time::timeout(wait, self.consumer.recv()).await {
             Err(_) => return Ok(batch),
-            Ok(m) => batch.push(owned(&m?)),
+            Ok(Ok(m)) => batch.push(owned(&m)),
+            Ok(Err(e)) => {
+                self.transient(e)?;
+                // The client reconnects on its own; do not spin while it does.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                return Ok(batch);
+            }
         }
         while batch.len() < max {
             match tokio::time::timeout(Duration::from_millis(2), self.consumer.recv()).await {
                 Err(_) => break,
                 Ok(Ok(m)) => batch.push(owned(&m)),
                 Ok(Err(KafkaError::PartitionEOF(_))) => break,
-                Ok(Err(e)) => return Err(e.into()),
+                Ok(Err(e)) => {
+                    // The records already taken are processed; the error comes back next time if it lasts.
+                    self.transient(e)?;
+                    break;
+                }
             }
         }
         Ok(batch)
+    }
+
+    /// A consumer error the client recovers from by itself (brokers unreachable, a leader or
+    /// coordinator moving, timeouts) is logged (at most every 10 s) and waited out; others
+    /// (authorisation, authentication, fatal) stop the stage.
+    fn transient(&mut self, e: KafkaError) -> Result<(), TransportError> {
+        let code = match &e {
+            KafkaError::MessageConsumption(c) => Some(*c),
+            KafkaError::PartitionEOF(_) => return Ok(()),
+            _ => None,
+        };
+        let fatal = match code {
+            None => true,
+            Some(c) => matches!(
+                c,
+                RDKafkaErrorCode::TopicAuthorizationFailed
+                    | RDKafkaErrorCode::GroupAuthorizationFailed
+                    | RDKafkaErrorCode::ClusterAuthorizationFailed
+                    | RDKafkaErrorCode::SaslAuthenticationFailed
+                    | RDKafkaErrorCode::Authentication
+                    | RDKafkaErrorCode::Fatal
+            ),
+        };
+        if fatal {
+            return Err(e.into());
+        }
+        if self.last_warn.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            self.last_warn = Some(std::time::Instant::now());
+            tracing::warn!(topic = %self.topic, error = %e, "Kafka unavailable; waiting for the client to reconnect");
+        }
+        Ok(())
     }
 
     /// Stores and commits the offsets after each partition's last record of the batch.
