@@ -173,7 +173,11 @@ impl Operator for OpenIe {
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, crate::error::TransportError> {
         // Concurrently: an LLM endpoint serves many requests at once (the client bounds how
         // many); outcomes keep the batch's order.
-        Ok(futures::future::join_all(batch.iter().map(|r| self.process(r))).await)
+        Ok(futures::future::join_all(batch.iter().map(|r| {
+            let span = tracing::debug_span!("record", stage = "openie", partition = r.partition, offset = r.offset);
+            tracing::Instrument::instrument(self.process(r), span)
+        }))
+        .await)
     }
 }
 

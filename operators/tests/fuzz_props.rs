@@ -1,4 +1,5 @@
-//! Property tests (proptest) over every wire decoder and the built-in extractor: arbitrary and
+//! Property tests (proptest) over every wire decoder, the LLM response parsers and the
+//! built-in extractor: arbitrary and
 //! mutated input gives an error or a value, never a panic; what a stage accepts goes through
 //! the whole in-process path (validate -> extract -> resolve -> apply) without panicking, and
 //! the built-in extractor only reports names it found in the text.
@@ -9,6 +10,15 @@ use streamrag_operators::graph::{Dirty, GraphState};
 use streamrag_operators::openie::{extraction_of, validate, Extractor};
 use streamrag_operators::{query, Limits};
 use streamrag_schemas::{decode, Answer, DeadLetter, Document, Extraction, GraphChange, GraphDelta, Query, SourceRef};
+
+/// Valid LLM responses (entities, triples), to mutate.
+const LLM_SEEDS: &[&str] = &[
+    r#"{"named_entities": ["Marie Curie", "Warsaw", "1867"]}"#,
+    r#"```json
+{"triples": [["Marie Curie", "born in", "Warsaw"], ["Marie Curie", "won", "Nobel Prize"]]}
+```"#,
+    r#"Sure! {"triples": [["A", "r", "B"], ["A", "r"], 3, ["x", "", "y"]]} Hope this helps."#,
+];
 
 /// Valid messages of every type, to mutate.
 const SEEDS: &[&str] = &[
@@ -71,6 +81,22 @@ proptest! {
         }
         if let Ok(q) = decode::<Query>(text.as_bytes()) {
             let _ = query::validate(&q, &Limits::default());
+        }
+    }
+
+    #[test]
+    fn llm_responses_never_panic_the_parsers(seed in 0..LLM_SEEDS.len(), cut in 0usize..200, insert in "\\PC{0,12}", raw in "\\PC{0,200}") {
+        use streamrag_operators::llm_extract::{parse_entities, parse_triples};
+        for text in [mutate(LLM_SEEDS[seed], cut, &insert), raw] {
+            if let Ok(names) = parse_entities(&text) {
+                prop_assert!(names.iter().all(|n| !n.trim().is_empty()));
+            }
+            if let Ok(ts) = parse_triples(&text) {
+                for t in ts.into_iter().flatten() {
+                    prop_assert!(t.iter().all(|x| !x.trim().is_empty()), "{:?}", t);
+                }
+            }
+            let _ = streamrag_operators::answer::final_answer(&text);
         }
     }
 
