@@ -68,6 +68,27 @@ fn kafka_pipeline_ingests_answers_and_dead_letters() {
     assert_eq!(d.key.as_deref(), Some("broken"));
 }
 
+/// Streams `docs` in from a thread of its own: `ingest --brokers` of `chunk` documents every
+/// `pause_ms` (an ingest while the broker is away waits for it).
+fn stream_in(brokers: &str, docs: &[streamrag_schemas::Document], chunk: usize, pause_ms: u64, dir: &std::path::Path) -> std::thread::JoinHandle<()> {
+    let files: Vec<std::path::PathBuf> = docs
+        .chunks(chunk)
+        .enumerate()
+        .map(|(i, c)| {
+            let p = dir.join(format!("chunk{i}.jsonl"));
+            write_jsonl(&p, c);
+            p
+        })
+        .collect();
+    let brokers = brokers.to_string();
+    std::thread::spawn(move || {
+        for f in files {
+            streamrag(&["ingest", "--brokers", &brokers, f.to_str().unwrap()]);
+            std::thread::sleep(Duration::from_millis(pause_ms));
+        }
+    })
+}
+
 fn openie_records_in(addr: &str) -> f64 {
     let text = blocking_get(&format!("http://{addr}/metrics")).unwrap();
     text.lines()
@@ -136,23 +157,8 @@ fn stages_sigkilled_at_random_points_lose_nothing() {
     };
     let mut procs: Vec<(Proc, String)> = stages.iter().map(|s| start(s)).collect();
 
-    // The feeder: 40 chunks, one every ~150 ms, from its own thread.
-    let chunks: Vec<std::path::PathBuf> = docs
-        .chunks(n_docs / 40)
-        .enumerate()
-        .map(|(i, c)| {
-            let p = dir.path().join(format!("chunk{i}.jsonl"));
-            write_jsonl(&p, c);
-            p
-        })
-        .collect();
-    let b2 = brokers.clone();
-    let feeder = std::thread::spawn(move || {
-        for c in chunks {
-            streamrag(&["ingest", "--brokers", &b2, c.to_str().unwrap()]);
-            std::thread::sleep(Duration::from_millis(150));
-        }
-    });
+    // The feeder: 40 chunks, one every ~150 ms.
+    let feeder = stream_in(&brokers, &docs, n_docs / 40, 150, dir.path());
 
     let mut rng = streamrag::synth::Lcg::new(seed);
     let t0 = std::time::Instant::now();
@@ -249,24 +255,8 @@ fn a_broker_outage_mid_stream_loses_nothing() {
     let (docs, _) = corpus();
     let want = expected(&docs);
     let (mut node, addr) = start_run(&["--brokers", &brokers, "--data", dir.path().join("d").to_str().unwrap()]);
-    // A feeder streams 20 chunks of 10 documents, one every 100 ms (an ingest during the outage
-    // waits for the broker).
-    let chunks: Vec<std::path::PathBuf> = docs
-        .chunks(10)
-        .enumerate()
-        .map(|(i, c)| {
-            let p = dir.path().join(format!("c{i}.jsonl"));
-            write_jsonl(&p, c);
-            p
-        })
-        .collect();
-    let b2 = brokers.clone();
-    let feeder = std::thread::spawn(move || {
-        for c in chunks {
-            streamrag(&["ingest", "--brokers", &b2, c.to_str().unwrap()]);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
+    // 20 chunks of 10 documents, one every 100 ms.
+    let feeder = stream_in(&brokers, &docs, 10, 100, dir.path());
     let before = wait_stats(&addr, Duration::from_secs(60), |s| s.documents >= 30).documents;
     proxy.down();
     std::thread::sleep(Duration::from_secs(8));
@@ -333,22 +323,7 @@ fn a_broker_restart_mid_stream_loses_nothing() {
     let (docs, _) = corpus();
     let want = expected(&docs);
     let (mut node, addr) = start_run(&["--brokers", &brokers, "--data", dir.path().join("d").to_str().unwrap()]);
-    let chunks: Vec<std::path::PathBuf> = docs
-        .chunks(10)
-        .enumerate()
-        .map(|(i, c)| {
-            let p = dir.path().join(format!("c{i}.jsonl"));
-            write_jsonl(&p, c);
-            p
-        })
-        .collect();
-    let b2 = brokers.clone();
-    let feeder = std::thread::spawn(move || {
-        for c in chunks {
-            streamrag(&["ingest", "--brokers", &b2, c.to_str().unwrap()]);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
+    let feeder = stream_in(&brokers, &docs, 10, 100, dir.path());
     let before = wait_stats(&addr, Duration::from_secs(120), |s| s.documents >= 30).documents;
     broker.sigkill();
     std::thread::sleep(Duration::from_secs(3));

@@ -99,7 +99,8 @@ impl Metrics {
     /// Everything, in the Prometheus text exposition format.
     pub fn render(&self, out: &mut String) {
         let stages = self.stages.lock().expect("metrics lock").clone();
-        let counters: [(&str, &str, fn(&StageMetrics) -> u64); 3] = [
+        type Counter = fn(&StageMetrics) -> u64;
+        let counters: [(&str, &str, Counter); 3] = [
             ("streamrag_stage_records_in_total", "Records a stage consumed", |m| m.records_in.load(Relaxed)),
             ("streamrag_stage_records_out_total", "Records a stage produced (dead letters excluded)", |m| m.records_out.load(Relaxed)),
             ("streamrag_stage_dead_lettered_total", "Records a stage sent to the dead-letter topic", |m| m.dead_lettered.load(Relaxed)),
