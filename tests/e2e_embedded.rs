@@ -99,12 +99,6 @@ fn the_demo_indexes_the_samples_and_answers_with_documents() {
     assert!(out.contains("[charles-babbage]"), "Babbage's page answers the Analytical Engine question:\n{out}");
 }
 
-/// The value of the /metrics line that starts with `prefix` (panics when absent).
-fn metric(text: &str, prefix: &str) -> f64 {
-    let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
-}
-
 #[test]
 fn metrics_count_records_dead_letters_and_freshness() {
     let dir = tempfile::tempdir().unwrap();
@@ -123,21 +117,23 @@ fn metrics_count_records_dead_letters_and_freshness() {
     wait_stats(&addr, Duration::from_secs(60), |s| s.documents == docs.len());
     // The kg-writer's counters move after its batch is committed: poll briefly.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let text = loop {
-        let t = blocking_get(&format!("http://{addr}/metrics")).unwrap();
-        if metric(&t, "streamrag_stage_records_in_total{stage=\"kg-writer\"}") >= docs.len() as f64 || std::time::Instant::now() > deadline {
-            break t;
-        }
+    while metric(&addr, "streamrag_stage_records_in_total{stage=\"kg-writer\"}") < docs.len() as f64 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = blocking_get(&format!("http://{addr}/metrics")).unwrap();
+    // One scrape for every assertion below.
+    let scraped = |prefix: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
     };
-    assert_eq!(metric(&text, "streamrag_stage_records_in_total{stage=\"openie\"}"), (docs.len() + 2) as f64);
-    assert_eq!(metric(&text, "streamrag_stage_dead_lettered_total{stage=\"openie\"}"), 2.0);
-    assert_eq!(metric(&text, "streamrag_stage_records_out_total{stage=\"openie\"}"), docs.len() as f64);
-    assert_eq!(metric(&text, "streamrag_stage_records_in_total{stage=\"kg-writer\"}"), docs.len() as f64);
+    assert_eq!(scraped("streamrag_stage_records_in_total{stage=\"openie\"}"), (docs.len() + 2) as f64);
+    assert_eq!(scraped("streamrag_stage_dead_lettered_total{stage=\"openie\"}"), 2.0);
+    assert_eq!(scraped("streamrag_stage_records_out_total{stage=\"openie\"}"), docs.len() as f64);
+    assert_eq!(scraped("streamrag_stage_records_in_total{stage=\"kg-writer\"}"), docs.len() as f64);
     // Every document's freshness was observed once, within the histogram's range.
-    assert_eq!(metric(&text, "streamrag_freshness_seconds_count{graph=\"writer\"}"), docs.len() as f64);
-    assert_eq!(metric(&text, "streamrag_freshness_seconds_bucket{graph=\"writer\",le=\"60\"}"), docs.len() as f64);
-    assert!(metric(&text, "streamrag_stage_batch_seconds_count{stage=\"resolve\"}") >= 1.0);
+    assert_eq!(scraped("streamrag_freshness_seconds_count{graph=\"writer\"}"), docs.len() as f64);
+    assert_eq!(scraped("streamrag_freshness_seconds_bucket{graph=\"writer\",le=\"60\"}"), docs.len() as f64);
+    assert!(scraped("streamrag_stage_batch_seconds_count{stage=\"resolve\"}") >= 1.0);
     assert!(text.contains("streamrag_stage_consumer_lag{stage=\"openie\"}"), "{text}");
     p.stop();
 }

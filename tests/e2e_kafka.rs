@@ -90,10 +90,7 @@ fn stream_in(brokers: &str, docs: &[streamrag_schemas::Document], chunk: usize, 
 }
 
 fn openie_records_in(addr: &str) -> f64 {
-    let text = blocking_get(&format!("http://{addr}/metrics")).unwrap();
-    text.lines()
-        .find(|l| l.starts_with("streamrag_stage_records_in_total{stage=\"openie\"}"))
-        .map_or(0.0, |l| l.rsplit(' ').next().unwrap().parse().unwrap())
+    metric(addr, "streamrag_stage_records_in_total{stage=\"openie\"}")
 }
 
 /// Two openie processes in one consumer group share the docs topic's 4 partitions; one is
@@ -233,24 +230,9 @@ impl Proxy {
 #[test]
 fn a_broker_outage_mid_stream_loses_nothing() {
     let (bport, pport) = (free_port(), free_port());
-    let mut cmd = std::process::Command::new(tansu_binary());
-    cmd.args([
-        "broker",
-        "--listener-url",
-        &format!("tcp://127.0.0.1:{bport}"),
-        "--advertised-listener-url",
-        &format!("tcp://127.0.0.1:{pport}"),
-        "--storage-engine",
-        "memory://tansu/",
-    ]);
-    let _broker = Proc::spawn("tansu", &mut cmd);
+    let _broker = spawn_tansu(bport, pport, "memory://tansu/", &[]);
     let proxy = Proxy::start(pport, bport);
     let brokers = format!("127.0.0.1:{pport}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", bport)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "broker did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
     let dir = tempfile::tempdir().unwrap();
     let (docs, _) = corpus();
     let want = expected(&docs);
@@ -273,21 +255,14 @@ fn a_broker_outage_mid_stream_loses_nothing() {
 /// A Tansu broker whose log lives in an S3 bucket (moto's S3 server, from PyPI): unlike the
 /// in-memory one, it keeps its topics across a restart. Returns the broker and its address.
 fn durable_broker(s3: &str, port: u16) -> Proc {
-    let url = format!("tcp://127.0.0.1:{port}");
-    let mut cmd = std::process::Command::new(tansu_binary());
-    cmd.args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "s3://tansu/"])
-        .env("AWS_ENDPOINT", s3)
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_DEFAULT_REGION", "us-east-1");
-    let p = Proc::spawn("tansu (s3)", &mut cmd);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "broker did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    p
+    let env = [
+        ("AWS_ENDPOINT", s3),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ];
+    spawn_tansu(port, port, "s3://tansu/", &env)
 }
 
 /// The broker process is killed mid-stream and started again on the same storage: the stages

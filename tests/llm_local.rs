@@ -20,10 +20,9 @@ fn gguf() -> PathBuf {
     p
 }
 
-/// The value of a counter on /metrics whose line starts with `prefix` (0 when absent).
+/// A counter on /metrics (see [`metric`]), as an integer.
 fn counter(addr: &str, prefix: &str) -> u64 {
-    let text = blocking_get(&format!("http://{addr}/metrics")).unwrap();
-    text.lines().filter(|l| l.starts_with(prefix)).map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap()).sum()
+    metric(addr, prefix) as u64
 }
 
 fn wait_counter(addr: &str, prefix: &str, at_least: u64, timeout: Duration) -> u64 {

@@ -9,6 +9,20 @@ use std::time::Duration;
 
 use common::*;
 
+/// `streamrag ARGS` with debug logging and `env`, its stderr written to `log`.
+fn run_logged(args: &[&str], env: &[(&str, &str)], log: &std::path::Path) -> Proc {
+    let child = Command::new(bin())
+        .args(args)
+        .env("STREAMRAG_LOG", "debug")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    Proc { child, name: format!("streamrag {}", args.join(" ")) }
+}
+
 #[test]
 fn secrets_stay_out_of_the_logs_and_oversized_bodies_get_413() {
     let dir = tempfile::tempdir().unwrap();
@@ -19,19 +33,16 @@ fn secrets_stay_out_of_the_logs_and_oversized_bodies_get_413() {
     let port = free_port();
     // A dead endpoint: every answer attempt fails and is logged.
     let dead = format!("http://127.0.0.1:{}/v1", free_port());
-    let child = Command::new(bin())
-        .args(["run", "--data", data.to_str().unwrap(), "--http", &port.to_string(), "--max-text-bytes", "1000"])
-        .args(["--answer-llm", "openai:gpt-test", "--llm-base-url", &dead, "--llm-timeout-s", "1"])
-        .args(["--kafka-option", "sasl.username=alice"])
-        .env("STREAMRAG_LOG", "debug")
-        .env("OPENAI_API_KEY", "sk-env-secret-91c2")
-        .env("STREAMRAG_KAFKA_OPT_SASL_PASSWORD", "kafka-secret-5b8e")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut p = Proc { child, name: "streamrag run".into() };
+    let mut p = run_logged(
+        &[
+            &["run", "--data", data.to_str().unwrap(), "--http", &port.to_string(), "--max-text-bytes", "1000"][..],
+            &["--answer-llm", "openai:gpt-test", "--llm-base-url", &dead, "--llm-timeout-s", "1"],
+            &["--kafka-option", "sasl.username=alice"],
+        ]
+        .concat(),
+        &[("OPENAI_API_KEY", "sk-env-secret-91c2"), ("STREAMRAG_KAFKA_OPT_SASL_PASSWORD", "kafka-secret-5b8e")],
+        &log,
+    );
     let addr = format!("127.0.0.1:{port}");
     wait_http(&addr, Duration::from_secs(60));
 
@@ -62,18 +73,22 @@ fn secrets_stay_out_of_the_logs_and_oversized_bodies_get_413() {
     // The same with the key in a file.
     let log2 = dir.path().join("stderr2.log");
     let port2 = free_port();
-    let child = Command::new(bin())
-        .args(["run", "--data", data.to_str().unwrap(), "--http", &format!(":{port2}"), "--stages", "query"])
-        .args(["--answer-llm", "openai:gpt-test", "--llm-base-url", &dead, "--llm-api-key-file", key_file.to_str().unwrap()])
-        .env("STREAMRAG_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log2).unwrap())
-        .spawn()
-        .unwrap();
-    let mut p = Proc { child, name: "streamrag run (key file)".into() };
-    wait_http(&format!("127.0.0.1:{port2}"), Duration::from_secs(60));
+    let mut p = run_logged(
+        &[
+            &["run", "--data", data.to_str().unwrap(), "--http", &format!(":{port2}"), "--stages", "query"][..],
+            &["--answer-llm", "openai:gpt-test", "--llm-base-url", &dead, "--llm-api-key-file", key_file.to_str().unwrap()],
+        ]
+        .concat(),
+        &[],
+        &log2,
+    );
+    let addr2 = format!("127.0.0.1:{port2}");
+    wait_http(&addr2, Duration::from_secs(60));
+    // A request with the file's key fails, and the failure is logged.
+    let a: serde_json::Value = serde_json::from_str(&streamrag(&["ask", "--http", &addr2, "--json", "Where was Ada Lovelace born?"])).unwrap();
+    assert!(a.get("answer").is_none(), "{a}");
     p.stop();
     let text = std::fs::read_to_string(&log2).unwrap();
+    assert!(text.contains("the LLM wrote no answer"), "the failure is logged: {text}");
     assert!(!text.contains("sk-file-secret-7f3a"), "the key file's secret is in the log");
 }

@@ -7,11 +7,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
-use streamrag_schemas::{decode, DocOp, Document, ScoredDocument};
+use streamrag_schemas::ScoredDocument;
 
 use crate::config::Topics;
 use crate::error::TransportError;
 use crate::llm::{Llm, LlmError, Sampling};
+use crate::openie::{doc_change, DocChange};
 use crate::runtime::{Operator, Outcome, StartFrom};
 use crate::transport::Record;
 
@@ -55,14 +56,14 @@ impl Operator for PassageKeeper {
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
         let mut m = self.passages.docs.write().expect("passages lock");
         for r in batch {
-            match decode::<Document>(&r.payload) {
-                Ok(d) if d.op == DocOp::Delete => {
-                    m.remove(&d.id);
+            match doc_change(&r.payload) {
+                Some(DocChange::Delete { id }) => {
+                    m.remove(&id);
                 }
-                Ok(Document { id, title, text: Some(text), .. }) if !id.trim().is_empty() => {
+                Some(DocChange::Upsert { id, title, text }) => {
                     m.insert(id, (title, text));
                 }
-                _ => {}
+                None => {}
             }
         }
         Ok(batch.iter().map(|_| Ok(vec![])).collect())
@@ -93,7 +94,7 @@ impl Answerer {
             let title = if title.is_empty() { d.id.clone() } else { title };
             p.push_str(&title);
             p.push('\n');
-            p.push_str(crate::llm::openai::truncate(&text, self.max_passage_chars));
+            p.push_str(crate::llm::truncate(&text, self.max_passage_chars));
             p.push_str("\n\n");
         }
         p.push_str(&format!("Question: {}\nThought: ", question.trim()));

@@ -55,6 +55,18 @@ impl Topics {
     pub fn all(&self) -> [&str; 7] {
         [&self.docs, &self.triples, &self.graph_deltas, &self.graph_changes, &self.queries, &self.answers, &self.dead_letters]
     }
+
+    pub fn all_mut(&mut self) -> [&mut String; 7] {
+        [
+            &mut self.docs,
+            &mut self.triples,
+            &mut self.graph_deltas,
+            &mut self.graph_changes,
+            &mut self.queries,
+            &mut self.answers,
+            &mut self.dead_letters,
+        ]
+    }
 }
 
 fn default_max_text_bytes() -> usize { 1 << 20 }

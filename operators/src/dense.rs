@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use streamrag_glm::sentence::dot;
 use streamrag_glm::SentenceEncoder;
-use streamrag_schemas::{decode, DocOp, Document, ScoredDocument};
+use streamrag_schemas::ScoredDocument;
 
 use crate::config::Topics;
 use crate::error::TransportError;
+use crate::openie::{doc_change, DocChange};
 use crate::query::Retrieved;
 use crate::runtime::{blocking, Operator, Outcome, StartFrom};
 use crate::transport::Record;
@@ -105,10 +106,10 @@ impl Operator for DenseIndexer {
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
         let mut upserts = Vec::new();
         for r in batch {
-            match decode::<Document>(&r.payload) {
-                Ok(d) if d.op == DocOp::Delete => self.index.remove(&d.id),
-                Ok(Document { id, title, text: Some(text), .. }) if !id.is_empty() => upserts.push((id, title, text)),
-                _ => {}
+            match doc_change(&r.payload) {
+                Some(DocChange::Delete { id }) => self.index.remove(&id),
+                Some(DocChange::Upsert { id, title, text }) => upserts.push((id, title, text)),
+                None => {}
             }
         }
         if !upserts.is_empty() {

@@ -174,7 +174,7 @@ impl LlmExtractor {
             "LLM {} gave no readable {step} response in {} attempts ({why}); last raw response: {}",
             self.llm.model_id(),
             self.retries + 1,
-            crate::llm::openai::truncate(&last, 2000)
+            crate::llm::truncate(&last, 2000)
         )))
     }
 }

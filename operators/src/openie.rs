@@ -65,6 +65,23 @@ impl Extractor {
     }
 }
 
+/// What a docs-topic record means to a stage that keeps per-document state from that topic
+/// (the dense index, the passages for answers): an upsert with text, a deletion, or nothing
+/// (malformed, or an id openie refuses: the openie stage dead-letters those).
+pub enum DocChange {
+    Upsert { id: String, title: String, text: String },
+    Delete { id: String },
+}
+
+pub fn doc_change(payload: &[u8]) -> Option<DocChange> {
+    match decode::<Document>(payload) {
+        Ok(d) if d.id.trim().is_empty() => None,
+        Ok(d) if d.op == DocOp::Delete => Some(DocChange::Delete { id: d.id }),
+        Ok(Document { id, title, text: Some(text), .. }) => Some(DocChange::Upsert { id, title, text }),
+        _ => None,
+    }
+}
+
 /// Checks a document against the rules the schema cannot express.
 pub fn validate(doc: &Document, limits: &Limits) -> Result<(), StageError> {
     if doc.id.trim().is_empty() {

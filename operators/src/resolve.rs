@@ -33,7 +33,8 @@ pub fn resolve(ex: &Extraction) -> GraphDelta {
 pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> GraphDelta {
     let mut entities: BTreeMap<String, String> = BTreeMap::new();
     let mut order = Vec::new();
-    let mut add = |name: &str| -> String {
+    // The entity id of a name (empty when it has none), recording the first name used for it.
+    fn add(entities: &mut BTreeMap<String, String>, order: &mut Vec<String>, canonical: &dyn Fn(&str) -> String, name: &str) -> String {
         let norm = entity_id(name);
         if norm.is_empty() {
             return norm;
@@ -44,18 +45,14 @@ pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> Grap
             order.push(id.clone());
         }
         id
-    };
-    let mut triples = Vec::new();
+    }
     for m in &ex.entities {
-        add(&m.name);
+        add(&mut entities, &mut order, canonical, &m.name);
     }
-    let mut ends = Vec::new();
+    let mut triples = Vec::new();
     for t in &ex.triples {
-        let s = add(&t.subject);
-        let o = add(&t.object);
-        ends.push((s, o));
-    }
-    for (t, (s, o)) in ex.triples.iter().zip(ends) {
+        let s = add(&mut entities, &mut order, canonical, &t.subject);
+        let o = add(&mut entities, &mut order, canonical, &t.object);
         if s.is_empty() || o.is_empty() || t.relation.trim().is_empty() {
             continue;
         }

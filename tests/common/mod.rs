@@ -207,18 +207,38 @@ pub fn tansu_binary() -> PathBuf {
     p
 }
 
+/// A Tansu broker listening on `port` and advertising `advertised` (a proxy's port, or the
+/// same), with this storage engine and environment; returns once it listens.
+pub fn spawn_tansu(port: u16, advertised: u16, storage: &str, env: &[(&str, &str)]) -> Proc {
+    let mut cmd = Command::new(tansu_binary());
+    cmd.args([
+        "broker",
+        "--listener-url",
+        &format!("tcp://127.0.0.1:{port}"),
+        "--advertised-listener-url",
+        &format!("tcp://127.0.0.1:{advertised}"),
+        "--storage-engine",
+        storage,
+    ])
+    .envs(env.iter().copied());
+    let p = Proc::spawn("tansu", &mut cmd);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "broker did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    p
+}
+
 /// A Tansu broker with in-memory storage on a free port; returns it and its address.
 pub fn start_broker() -> (Proc, String) {
     let port = free_port();
-    let url = format!("tcp://127.0.0.1:{port}");
-    let mut cmd = Command::new(tansu_binary());
-    cmd.args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "memory://tansu/"]);
-    let p = Proc::spawn("tansu", &mut cmd);
-    let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "broker did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (p, addr)
+    (spawn_tansu(port, port, "memory://tansu/", &[]), format!("127.0.0.1:{port}"))
+}
+
+/// The sum of the /metrics lines of a process that start with `prefix` (a metric name with
+/// some or all of its labels); 0 when there is none.
+pub fn metric(addr: &str, prefix: &str) -> f64 {
+    let text = blocking_get(&format!("http://{addr}/metrics")).unwrap();
+    text.lines().filter(|l| l.starts_with(prefix)).map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap()).sum()
 }

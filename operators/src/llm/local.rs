@@ -109,7 +109,6 @@ impl LocalLlm {
 
     /// Generates until an end-of-turn token or `max_tokens`. Blocking: call from a blocking thread.
     pub fn chat(&self, system: &str, user: &str, sampling: Sampling, stats: &LlmStats) -> Result<Completion, LlmError> {
-        let started = Instant::now();
         let prompt = Self::prompt(system, user);
         let ids = self
             .tokenizer
@@ -132,7 +131,7 @@ impl LocalLlm {
         })?;
         let text = self.tokenizer.decode(&out, true).map_err(|e| LlmError::fatal(format!("decoding: {e}")))?;
         let c = Completion { text, prompt_tokens: ids.len() as u64, completion_tokens: out.len() as u64 };
-        stats.record(&c, started.elapsed());
+        stats.record(&c);
         Ok(c)
     }
 

@@ -44,8 +44,6 @@ pub struct LlmStats {
     pub failures: AtomicU64,
     pub prompt_tokens: AtomicU64,
     pub completion_tokens: AtomicU64,
-    /// Microseconds spent generating (local model) or waiting for responses (endpoint).
-    pub busy_us: AtomicU64,
     /// Local model only: microseconds reading prompts (prefill) and generating (decode).
     pub prefill_us: AtomicU64,
     pub decode_us: AtomicU64,
@@ -55,10 +53,9 @@ impl LlmStats {
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
     }
-    pub(crate) fn record(&self, c: &Completion, elapsed: std::time::Duration) {
+    pub(crate) fn record(&self, c: &Completion) {
         self.prompt_tokens.fetch_add(c.prompt_tokens, Ordering::Relaxed);
         self.completion_tokens.fetch_add(c.completion_tokens, Ordering::Relaxed);
-        self.busy_us.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
     }
 }
 
@@ -152,6 +149,14 @@ impl Llm {
                     .map_err(|e| LlmError::fatal(format!("local model task: {e}")))?
             }
         }
+    }
+}
+
+/// The first `max` characters of `s` (LLM prompts and error texts are cut by characters).
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
     }
 }
 

@@ -5,7 +5,7 @@
 //! and is never printed (not even by `Debug`).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
@@ -14,7 +14,7 @@ use async_openai::types::chat::{
 };
 use tokio::sync::Semaphore;
 
-use super::{Completion, LlmError, LlmStats, Sampling};
+use super::{truncate, Completion, LlmError, LlmStats, Sampling};
 
 /// Where the API key comes from. Never the command line or the config file: both end up in
 /// shell histories and process lists.
@@ -104,7 +104,6 @@ impl OpenAiLlm {
         let _permit = self.permits.acquire().await.map_err(|_| LlmError::fatal("LLM client closed"))?;
         let mut attempt = 0u32;
         loop {
-            let started = Instant::now();
             stats.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let result = match tokio::time::timeout(self.settings.timeout, self.once(system, user, sampling)).await {
                 Ok(r) => r,
@@ -115,7 +114,7 @@ impl OpenAiLlm {
             };
             match result {
                 Ok(c) => {
-                    stats.record(&c, started.elapsed());
+                    stats.record(&c);
                     return Ok(c);
                 }
                 Err(e) => {
@@ -182,12 +181,6 @@ fn backoff(base: Duration, attempt: u32) -> Duration {
     exp + exp.mul_f64((nanos % 1000) as f64 / 4000.0)
 }
 
-pub(crate) fn truncate(s: &str, max: usize) -> &str {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -196,6 +189,7 @@ mod tests {
 
     use crate::llm::test_server::{scripted as server, Reply};
     use std::sync::Arc;
+    use std::time::Instant;
 
     fn client(url: String, retries: u32) -> OpenAiLlm {
         std::env::set_var("STREAMRAG_TEST_LLM_KEY", "sk-test-secret-123");

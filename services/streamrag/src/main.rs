@@ -708,6 +708,17 @@ async fn cmd_demo(a: DemoArgs) -> Result<()> {
     Ok(())
 }
 
+/// On Kafka, fresh topics and groups so a benchmark's figures are its run's alone.
+fn isolate_bench_run(cfg: &mut NodeConfig) {
+    if cfg.brokers.is_some() {
+        let run_id = streamrag_operators::transport::now_ms();
+        for name in cfg.topics.all_mut() {
+            *name = format!("{name}.bench-{run_id}");
+        }
+        cfg.group_prefix = format!("streamrag.bench-{run_id}");
+    }
+}
+
 async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()> {
     let (docs, _) = synth::corpus(a.docs, 1);
     // Baseline in the same process: the built-in extractor alone, no transport, no store.
@@ -719,15 +730,7 @@ async fn cmd_bench_pipeline(a: BenchPipelineArgs, file: FileConfig) -> Result<()
     let extract_rate = docs.len() as f64 / t0.elapsed().as_secs_f64();
     let dir = streamrag::scratch_dir("streamrag-demo")?;
     let mut cfg = node_config(&a.conn, &dir, &file);
-    let run_id = streamrag_operators::transport::now_ms();
-    if cfg.brokers.is_some() {
-        // fresh topics so the figure is this run's alone
-        let t = &mut cfg.topics;
-        for name in [&mut t.docs, &mut t.triples, &mut t.graph_deltas, &mut t.queries, &mut t.answers, &mut t.dead_letters] {
-            *name = format!("{name}.bench-{run_id}");
-        }
-        cfg.group_prefix = format!("streamrag.bench-{run_id}");
-    }
+    isolate_bench_run(&mut cfg);
     let (node, tasks) = Node::start(cfg).await?;
     let t1 = Instant::now();
     for chunk in docs.chunks(1000) {
@@ -760,14 +763,7 @@ async fn cmd_bench_freshness(a: BenchFreshnessArgs, file: FileConfig) -> Result<
     let dir = streamrag::scratch_dir("streamrag-bench")?;
     let mut cfg = node_config(&a.conn, &dir, &file);
     cfg.partitions = a.partitions;
-    let run_id = streamrag_operators::transport::now_ms();
-    if cfg.brokers.is_some() {
-        let t = &mut cfg.topics;
-        for name in [&mut t.docs, &mut t.triples, &mut t.graph_deltas, &mut t.graph_changes, &mut t.queries, &mut t.answers, &mut t.dead_letters] {
-            *name = format!("{name}.bench-{run_id}");
-        }
-        cfg.group_prefix = format!("streamrag.bench-{run_id}");
-    }
+    isolate_bench_run(&mut cfg);
     let (node, tasks) = Node::start(cfg).await?;
     let fresh = global().freshness("writer");
     fresh.keep_samples();

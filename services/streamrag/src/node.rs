@@ -391,21 +391,19 @@ impl Node {
                     Retriever::Dense(index)
                 }
             };
+            // Answers need the passages' text, kept from the docs topic by a stage of its own.
+            let answerer = role_llm("answer").map(|llm| {
+                let passages = Arc::new(Passages::default());
+                let keeper = PassageKeeper { topics: config.topics.clone(), passages: passages.clone() };
+                tasks.push(stage("passages", runtime::run(keeper, transport.clone(), opts.clone(), shutdown_rx.clone())));
+                Arc::new(Answerer::new(llm, passages))
+            });
             let op = QueryStage {
                 topics: config.topics.clone(),
                 limits: config.limits.clone(),
                 graph: graph.clone().expect("set above"),
                 retriever,
-                answerer: None,
-            };
-            let op = match role_llm("answer") {
-                None => op,
-                Some(llm) => {
-                    let passages = Arc::new(Passages::default());
-                    let keeper = PassageKeeper { topics: config.topics.clone(), passages: passages.clone() };
-                    tasks.push(stage("passages", runtime::run(keeper, transport.clone(), opts.clone(), shutdown_rx.clone())));
-                    QueryStage { answerer: Some(Arc::new(Answerer::new(llm, passages))), ..op }
-                }
+                answerer,
             };
             tasks.push(stage("query", runtime::run(op, transport.clone(), opts.clone(), shutdown_rx.clone())));
         }
