@@ -1,74 +1,17 @@
 //! LLM-written answers: the question and the top-k retrieved passages go to the LLM in the
 //! paper's prompt shape (a system prompt, passages as "Title\ncontent", then "Question: ...\n
 //! Thought: "); the answer is what follows "Answer: ". The passages' text comes from a
-//! [`Passages`] store that the [`PassageKeeper`] stage fills from the docs topic (the graph
-//! keeps no text).
+//! [`Passages`] store that the docs reader ([`crate::passages::DocsReader`]) fills from the
+//! docs topic (the graph keeps no text).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use streamrag_schemas::ScoredDocument;
 
-use crate::config::Topics;
-use crate::error::TransportError;
 use crate::llm::{Llm, LlmError, Sampling};
-use crate::openie::{doc_change, DocChange};
-use crate::runtime::{Operator, Outcome, StartFrom};
-use crate::transport::Record;
+use crate::passages::Passages;
 
 const SYSTEM: &str = "As an advanced reading comprehension assistant, you answer questions from the passages you are given. Think step by step in one short paragraph after \"Thought: \", then give the answer after \"Answer: \": a short phrase (a name, a date, yes or no), not a sentence. If the passages do not contain the answer, answer from what you know.";
-
-/// Passage texts by document id, kept from the docs topic (upserts replace, deletes remove).
-#[derive(Default)]
-pub struct Passages {
-    docs: RwLock<HashMap<String, (String, String)>>,
-}
-
-impl Passages {
-    pub fn get(&self, id: &str) -> Option<(String, String)> {
-        self.docs.read().expect("passages lock").get(id).cloned()
-    }
-    pub fn len(&self) -> usize {
-        self.docs.read().expect("passages lock").len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Keeps [`Passages`] from the docs topic, read from the start on every start (memory only).
-/// Malformed records are skipped here (the openie stage dead-letters them).
-pub struct PassageKeeper {
-    pub topics: Topics,
-    pub passages: Arc<Passages>,
-}
-
-impl Operator for PassageKeeper {
-    fn name(&self) -> &'static str {
-        "passages"
-    }
-    fn input(&self) -> String {
-        self.topics.docs.clone()
-    }
-    fn start_from(&self) -> StartFrom {
-        StartFrom::Offsets(BTreeMap::new())
-    }
-    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
-        let mut m = self.passages.docs.write().expect("passages lock");
-        for r in batch {
-            match doc_change(&r.payload) {
-                Some(DocChange::Delete { id }) => {
-                    m.remove(&id);
-                }
-                Some(DocChange::Upsert { id, title, text }) => {
-                    m.insert(id, (title, text));
-                }
-                None => {}
-            }
-        }
-        Ok(batch.iter().map(|_| Ok(vec![])).collect())
-    }
-}
 
 /// Writes answers with an LLM over the passages of the retrieved documents.
 pub struct Answerer {
@@ -121,6 +64,7 @@ mod tests {
     use super::*;
     use crate::llm::openai::{ApiKeySource, OpenAiLlm, OpenAiSettings};
     use crate::llm::test_server::{serve, Reply};
+    use crate::transport::Record;
 
     #[test]
     fn the_answer_follows_the_last_answer_marker() {
@@ -135,17 +79,16 @@ mod tests {
         let settings = OpenAiSettings { base_url: url, api_key: ApiKeySource::Env("NONE_SET".into()), ..OpenAiSettings::default() };
         let llm = Llm::openai(OpenAiLlm::new(settings).unwrap());
         let passages = Arc::new(Passages::default());
-        let mut keeper = PassageKeeper { topics: Topics::default(), passages: passages.clone() };
+        let keeper = crate::passages::DocsReader::new(crate::Topics::default(), vec![passages.clone()]);
         let rec = |o: i64, p: &str| Record { topic: "docs".into(), partition: 0, offset: o, key: None, payload: p.as_bytes().to_vec(), timestamp_ms: 0 };
         keeper
-            .process_batch(&[
+            .apply(&[
                 rec(0, r#"{"id":"a","title":"Ada Lovelace","text":"Ada Lovelace was born in 1815."}"#),
                 rec(1, r#"{"id":"b","title":"London","text":"London is a city."}"#),
                 rec(2, "garbage"),
                 rec(3, r#"{"id":"c","title":"Gone","text":"x"}"#),
                 rec(4, r#"{"op":"delete","id":"c"}"#),
             ])
-            .await
             .unwrap();
         assert_eq!(passages.len(), 2);
         let docs = vec![

@@ -14,9 +14,10 @@ use streamrag_schemas::{decode, encode, EntityRef, GraphChange, GraphDelta, Reso
 use tokio::sync::watch;
 
 use crate::config::Topics;
-use crate::error::{StageError, TransportError};
+use crate::error::{StageError, StageFault};
 use crate::graph::{Change, Dirty, GraphState, GraphStore, TripleKey};
-use crate::runtime::{Operator, Outcome, StartFrom};
+use crate::runtime::{Consumed, Operator, Outcome, StartFrom};
+use crate::stages::{BuildError, Shared, SnapshotConfig};
 use crate::transport::{Output, Record};
 
 /// The live graph: an immutable version that queries take (an `Arc` clone; the lock is held
@@ -69,6 +70,36 @@ pub struct KgWriter {
 impl KgWriter {
     pub fn new(topics: Topics, graph: LiveGraph, store: Option<GraphStore>, applied: watch::Sender<usize>) -> Self {
         KgWriter { topics, graph, store, applied, next_seq: 0, in_flight: Vec::new(), spare: None }
+    }
+
+    /// The kg-writer: the graph store under the data directory, loaded into the live graph the
+    /// process's queries read.
+    pub async fn build(shared: &mut Shared) -> Result<Self, BuildError> {
+        let store = shared.data.open_graph()?;
+        let store2 = store.clone();
+        let state = tokio::task::spawn_blocking(move || store2.load()).await??;
+        tracing::info!(documents = state.document_count(), "graph loaded");
+        let g = LiveGraph::new(state);
+        shared.graph = Some(g.clone());
+        Ok(KgWriter::new(shared.topics.clone(), g, Some(store), shared.applied.clone()))
+    }
+
+    /// A query replica's graph: in memory, from the newest snapshot under the snapshot
+    /// directory (if any), then the graph-deltas after its offsets. sled is single-process, so a
+    /// replica never opens the writer's database.
+    pub async fn replica(snapshots: &SnapshotConfig, shared: &mut Shared) -> Result<Self, BuildError> {
+        let mut state = GraphState::new();
+        if let Some(root) = &snapshots.dir {
+            if let Some(dir) = crate::snapshot::resolve(root)? {
+                let (s, m) = tokio::task::spawn_blocking(move || crate::snapshot::read(&dir, &mut crate::progress::NoProgress)).await??;
+                tracing::info!(documents = s.document_count(), offsets = ?m.offsets, "query replica starts from a snapshot");
+                shared.started_from = Some(m.offsets);
+                state = s;
+            }
+        }
+        let g = LiveGraph::new(state);
+        shared.graph = Some(g.clone());
+        Ok(KgWriter::new(shared.topics.clone(), g, None, shared.applied.clone()))
     }
 }
 
@@ -148,6 +179,11 @@ impl Operator for KgWriter {
         StartFrom::Offsets(self.graph.current().resume_offsets(&self.topics.graph_deltas))
     }
 
+    fn consumed(&self) -> Consumed {
+        let (g, topic) = (self.graph.clone(), self.topics.graph_deltas.clone());
+        Consumed::Own(Arc::new(move || g.current().resume_offsets(&topic)))
+    }
+
     fn recover_outputs(&mut self) -> Vec<Output> {
         let Some(store) = &self.store else { return Vec::new() };
         match store.outbox() {
@@ -172,7 +208,7 @@ impl Operator for KgWriter {
         self.in_flight.clear();
     }
 
-    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
+    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, StageFault> {
         let mut next = self.writable().await;
         let mut steps = Vec::with_capacity(batch.len() * 2);
         let mut dirty = Dirty::default();
@@ -210,12 +246,13 @@ impl Operator for KgWriter {
             outcomes.push(outcome);
         }
         if let Some(store) = &self.store {
-            store.persist(&next, &dirty, &outbox).map_err(|e| TransportError::Other(e.to_string()))?;
+            store.persist(&next, &dirty, &outbox)?;
         }
         // The runtime publishes the changes with the batch's outputs; after_commit then clears
         // them from the outbox.
         self.in_flight.extend(outbox.iter().map(|(s, _)| *s));
         let docs = next.document_count();
+        crate::metrics::global().graph_documents.store(docs as i64, std::sync::atomic::Ordering::Relaxed);
         let old = self.graph.swap(Arc::new(next));
         // Queryable from here: the freshness clock of each document in the batch stops.
         let now = crate::transport::now_ms();
@@ -226,5 +263,115 @@ impl Operator for KgWriter {
         self.spare = Some((old, steps));
         self.applied.send_replace(docs);
         Ok(outcomes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use streamrag_schemas::DocOp;
+
+    fn delta(doc: &str, triples: &[(&str, &str, &str)]) -> GraphDelta {
+        GraphDelta {
+            schema_version: SCHEMA_VERSION,
+            op: if triples.is_empty() { DocOp::Delete } else { DocOp::Upsert },
+            doc_id: doc.into(),
+            title: doc.to_uppercase(),
+            entities: vec![],
+            triples: triples
+                .iter()
+                .map(|(s, r, o)| ResolvedTriple { subject_id: s.to_string(), subject: s.to_string(), relation: r.to_string(), object_id: o.to_string(), object: o.to_string() })
+                .collect(),
+            source: SourceRef { topic: "streamrag.docs".into(), partition: 0, offset: 0, timestamp_ms: None },
+        }
+    }
+
+    fn records(first: i64, ds: &[GraphDelta]) -> Vec<Record> {
+        ds.iter()
+            .enumerate()
+            .map(|(i, d)| Record {
+                topic: Topics::default().graph_deltas,
+                partition: 0,
+                offset: first + i as i64,
+                key: None,
+                payload: encode(d),
+                timestamp_ms: 0,
+            })
+            .collect()
+    }
+
+    fn oracle(ds: &[GraphDelta], topic: &str) -> GraphState {
+        let mut g = GraphState::new();
+        let mut d = Dirty::default();
+        for (i, x) in ds.iter().enumerate() {
+            g.apply(&x.doc_id, GraphState::entry_of(x), &mut d);
+            g.set_offset(topic, 0, i as i64, &mut d);
+        }
+        g
+    }
+
+    #[tokio::test]
+    async fn a_version_a_reader_holds_is_never_written_and_every_path_gives_the_oracle() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = GraphStore::open(dir.path()).unwrap();
+        let live = LiveGraph::new(GraphState::new());
+        let (tx, _rx) = watch::channel(0);
+        let mut w = KgWriter::new(Topics::default(), live.clone(), Some(store), tx);
+        let batches = [
+            vec![delta("d1", &[("a", "r", "b")]), delta("d2", &[("b", "r", "c")])],
+            vec![delta("d3", &[("c", "r", "d")]), delta("d1", &[("a", "s", "e")])],
+            vec![delta("d2", &[])],
+            vec![delta("d4", &[("e", "r", "a")])],
+        ];
+        let topic = Topics::default().graph_deltas;
+        let mut all = Vec::new();
+        let mut held = None;
+        for (i, b) in batches.iter().enumerate() {
+            let recs = records(all.len() as i64, b);
+            all.extend(b.iter().cloned());
+            let outcomes = w.process_batch(&recs).await.unwrap();
+            assert!(outcomes.iter().all(|o| o.is_ok()));
+            w.after_commit(&recs);
+            assert_eq!(live.current().stats().digest, oracle(&all, &topic).stats().digest, "after batch {i}");
+            match i {
+                // a query takes version 0 and keeps it through the next two batches: the
+                // writer may not reuse it as its spare copy
+                0 => held = Some((live.current(), live.current().stats())),
+                2 => {
+                    let (g, before) = held.take().unwrap();
+                    assert_eq!(g.stats(), before, "the held version is unchanged");
+                    assert_eq!(g.stats().digest, oracle(&all[..2], &topic).stats().digest);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn changes_persisted_but_not_published_are_recovered_from_the_outbox_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = GraphStore::open(dir.path()).unwrap();
+        let (tx, _rx) = watch::channel(0);
+        let topics = Topics::default();
+        let mut w = KgWriter::new(topics.clone(), LiveGraph::new(GraphState::new()), Some(store.clone()), tx.clone());
+        let recs = records(0, &[delta("d1", &[("a", "r", "b")]), delta("d2", &[("b", "r", "c")])]);
+        let outcomes = w.process_batch(&recs).await.unwrap();
+        let published: Vec<Output> = outcomes.into_iter().flat_map(|o| o.unwrap()).collect();
+        assert_eq!(published.len(), 2);
+        assert!(published.iter().all(|o| o.topic == topics.graph_changes));
+        // the process dies here: persisted, not yet published or committed
+        drop(w);
+        let g = store.load().unwrap();
+        assert_eq!(g.resume_offsets(&topics.graph_deltas), [(0, 2)].into(), "the offsets went with the graph");
+        let mut again = KgWriter::new(topics.clone(), LiveGraph::new(g), Some(store.clone()), tx);
+        let recovered = again.recover_outputs();
+        assert_eq!(recovered.iter().map(|o| (&o.key, &o.payload)).collect::<Vec<_>>(), published.iter().map(|o| (&o.key, &o.payload)).collect::<Vec<_>>());
+        // once published (the runtime then calls after_commit), they leave the outbox
+        again.after_commit(&[]);
+        assert!(store.outbox().unwrap().is_empty());
+        // a redelivered batch changes nothing and publishes nothing
+        let outcomes = again.process_batch(&recs).await.unwrap();
+        assert!(outcomes.into_iter().all(|o| o.unwrap().is_empty()));
+        assert!(store.outbox().unwrap().is_empty());
     }
 }

@@ -4,24 +4,36 @@
 //! - [`runtime`]: the [`runtime::Operator`] trait and the consume -> process -> produce ->
 //!   commit loop; each stage is written once against it and runs unchanged on either transport.
 //! - [`transport`]: the two transports, embedded (sled-backed log, the default, no broker) and
-//!   Kafka (rdkafka), behind one enum picked at start-up.
-//! - [`openie`], [`extract`]: document -> entities + triples (pass-through or the built-in
-//!   extractor; the seam for an LLM extractor is [`openie::Extractor`]).
-//! - [`resolve`]: mentions -> canonical entity ids by normalisation.
+//!   Kafka (rdkafka), behind one enum picked at start-up; [`transport::connect`].
+//! - [`stages`]: what the stages of one process share while they are built ([`stages::Shared`]),
+//!   their config sections, and [`stages::StageKind`]; each operator's `build` is its constructor.
+//! - [`data_dir`]: the data directory's layout, and the only place it is spelled.
+//! - [`openie`], [`extract`], [`llm_extract`]: document -> entities + triples (pass-through,
+//!   the built-in extractor, or an LLM with its response cache).
+//! - [`resolve`], [`ann`]: mentions -> canonical entity ids by normalisation ([`normalize`]), or
+//!   by name embeddings searched in an HNSW index.
 //! - [`graph`]: the knowledge graph in memory ([`graph::GraphState`]) and in sled
-//!   ([`graph::GraphStore`]); [`kg_writer`] applies graph deltas to both, idempotently.
-//! - [`query`]: question -> seeds -> personalized PageRank -> IDF-weighted documents -> answer.
-//! - [`replay`]: catching a graph up from its offsets through the graph-deltas topic.
-//! - [`snapshot`]: Parquet snapshots of the graph and the reader that rebuilds it.
-//! - [`config`]: topic names and limits shared by all stages.
+//!   ([`graph::GraphStore`]); [`kg_writer`] applies graph deltas to both, idempotently, and
+//!   holds the [`kg_writer::LiveGraph`] queries read.
+//! - [`query`]: the query stage: questions -> [`retrieve`] -> answers.
+//! - [`retrieve`]: seeds, PPR, subgraph, the GLM and dense retrievers, document ranking, and GLM
+//!   training; one folder (docs/retrieval.md).
+//! - [`answer`], [`llm`]: answers written by an LLM (an OpenAI-compatible endpoint or a local
+//!   GGUF model) over the retrieved passages.
+//! - [`passages`]: the docs topic kept in memory for what needs passage text (answers, dense).
+//! - [`snapshot`]: Parquet snapshots of the graph, periodic snapshots, and the reader that
+//!   rebuilds a graph; [`replay`]: a snapshot, then the log after it.
+//! - [`metrics`]: the process's counters and histograms and their one Prometheus renderer.
+//! - [`progress`]: progress of long work, reported to whoever runs it.
+//! - [`config`]: topic names and limits shared by all stages; [`error`]: record errors (dead
+//!   letters) and stage faults (what stops a stage).
 
 pub mod ann;
 pub mod answer;
 pub mod config;
-pub mod dense;
+pub mod data_dir;
 pub mod error;
 pub mod extract;
-pub mod glm_retriever;
 pub mod graph;
 pub mod kg_writer;
 pub mod llm;
@@ -29,13 +41,17 @@ pub mod llm_extract;
 pub mod metrics;
 pub mod normalize;
 pub mod openie;
+pub mod passages;
+pub mod progress;
 pub mod query;
 pub mod resolve;
 pub mod replay;
+pub mod retrieve;
 pub mod runtime;
 pub mod snapshot;
-pub mod subgraph;
+pub mod stages;
 pub mod transport;
 
 pub use config::{Limits, Topics};
-pub use error::StageError;
+pub use data_dir::DataDir;
+pub use error::{StageError, StageFault};

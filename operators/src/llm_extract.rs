@@ -59,13 +59,13 @@ pub struct LlmExtractor {
     /// Further attempts after an unreadable response.
     pub retries: u32,
     pub max_tokens: u32,
-    pub stats: ExtractStats,
+    pub stats: std::sync::Arc<ExtractStats>,
 }
 
 impl LlmExtractor {
     /// `cache`: a sled tree of its own (see [`open_cache`]); `None` caches nothing.
     pub fn new(llm: Llm, cache: Option<sled::Tree>) -> Self {
-        LlmExtractor { llm, cache, retries: 2, max_tokens: 768, stats: ExtractStats::default() }
+        LlmExtractor { llm, cache, retries: 2, max_tokens: 768, stats: Default::default() }
     }
 
     pub fn name(&self) -> String {

@@ -1,12 +1,16 @@
-//! Process-wide metrics in the Prometheus text format: per stage records in / out /
-//! dead-lettered, batch processing latency and consumer lag; freshness (a document's topic
-//! timestamp to the moment its triples are queryable). No dependency: counters are atomics,
+//! Process-wide metrics and their one renderer (the Prometheus text format): per stage records
+//! in / out / dead-lettered, batch processing latency and consumer lag; freshness (a document's
+//! topic timestamp to the moment its triples are queryable); the LLMs' calls and tokens per
+//! role, the extraction cache; the graph's size. No dependency: counters are atomics,
 //! histograms have fixed buckets.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::llm::{Llm, LlmStats};
+use crate::llm_extract::ExtractStats;
 
 /// Bucket upper bounds in seconds: 1 ms to 5 min.
 const BOUNDS: [f64; 18] =
@@ -60,12 +64,13 @@ impl Histogram {
     }
 }
 
-/// The q-quantile (0..=1) of sorted samples.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
+/// The q-quantile (0..=1, nearest rank) of `samples`, which it sorts; NaN when empty.
+pub fn quantile(samples: &mut [f64], q: f64) -> f64 {
+    if samples.is_empty() {
         return f64::NAN;
     }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    samples.sort_by(f64::total_cmp);
+    samples[((samples.len() - 1) as f64 * q).round() as usize]
 }
 
 #[derive(Debug, Default)]
@@ -79,15 +84,42 @@ pub struct StageMetrics {
     pub lag: AtomicI64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     stages: Mutex<BTreeMap<String, Arc<StageMetrics>>>,
     /// Document topic timestamp -> its triples queryable in the live graph, by graph
     /// (`writer` or `replica`).
     freshness: Mutex<BTreeMap<&'static str, Arc<Histogram>>>,
+    /// (role, model, counters) of each LLM this process opened.
+    llms: Mutex<Vec<(&'static str, String, Arc<LlmStats>)>>,
+    /// The LLM extractor's cache and validation counters, when openie runs with one.
+    extractor: Mutex<Option<Arc<ExtractStats>>>,
+    /// Live documents in the graph this process writes or replicates; -1: none.
+    pub graph_documents: AtomicI64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            stages: Mutex::default(),
+            freshness: Mutex::default(),
+            llms: Mutex::default(),
+            extractor: Mutex::default(),
+            graph_documents: AtomicI64::new(-1),
+        }
+    }
 }
 
 impl Metrics {
+    /// Counts an LLM's calls and tokens under its role.
+    pub fn register_llm(&self, role: &'static str, llm: &Llm) {
+        self.llms.lock().expect("metrics lock").push((role, llm.model_id(), llm.stats_handle()));
+    }
+
+    pub fn register_extractor(&self, stats: Arc<ExtractStats>) {
+        *self.extractor.lock().expect("metrics lock") = Some(stats);
+    }
+
     pub fn stage(&self, name: &str) -> Arc<StageMetrics> {
         self.stages.lock().expect("metrics lock").entry(name.to_string()).or_default().clone()
     }
@@ -126,6 +158,41 @@ impl Metrics {
         for (graph, h) in self.freshness.lock().expect("metrics lock").iter() {
             h.render(name, &format!("graph=\"{graph}\""), out);
         }
+        self.render_llms(out);
+        let docs = self.graph_documents.load(Relaxed);
+        if docs >= 0 {
+            let name = "streamrag_graph_documents";
+            let _ = writeln!(out, "# HELP {name} Live documents in the graph\n# TYPE {name} gauge\n{name} {docs}");
+        }
+    }
+
+    fn render_llms(&self, out: &mut String) {
+        let llms = self.llms.lock().expect("metrics lock").clone();
+        type Counter = fn(&LlmStats) -> u64;
+        let families: [(&str, &str, Counter); 6] = [
+            ("streamrag_llm_calls_total", "LLM requests sent (retries included)", |st| st.calls.load(Relaxed)),
+            ("streamrag_llm_failures_total", "LLM requests that failed", |st| st.failures.load(Relaxed)),
+            ("streamrag_llm_prompt_tokens_total", "Prompt tokens sent to the LLM", |st| st.prompt_tokens.load(Relaxed)),
+            ("streamrag_llm_completion_tokens_total", "Tokens the LLM generated", |st| st.completion_tokens.load(Relaxed)),
+            ("streamrag_llm_prefill_microseconds_total", "Local model: time reading prompts", |st| st.prefill_us.load(Relaxed)),
+            ("streamrag_llm_decode_microseconds_total", "Local model: time generating", |st| st.decode_us.load(Relaxed)),
+        ];
+        for (name, help, get) in families {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (role, model, st) in &llms {
+                let _ = writeln!(out, "{name}{{role=\"{role}\",model=\"{}\"}} {}", model.replace('"', "'"), get(st));
+            }
+        }
+        if let Some(x) = self.extractor.lock().expect("metrics lock").clone() {
+            for (name, help, v) in [
+                ("streamrag_llm_cache_hits_total", "Extraction steps answered from the LLM response cache", x.cache_hits.load(Relaxed)),
+                ("streamrag_llm_cache_misses_total", "Extraction steps that needed the LLM", x.cache_misses.load(Relaxed)),
+                ("streamrag_llm_unreadable_total", "LLM responses that did not parse", x.unreadable.load(Relaxed)),
+                ("streamrag_llm_dropped_triples_total", "Extracted triples dropped by validation", x.dropped_triples.load(Relaxed)),
+            ] {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+            }
+        }
     }
 }
 
@@ -153,7 +220,9 @@ mod tests {
         assert!(out.contains("x_bucket{a=\"b\",le=\"5\"} 4\n"), "{out}");
         assert!(out.contains("x_bucket{a=\"b\",le=\"+Inf\"} 5\n"), "{out}");
         assert!(out.contains("x_count{a=\"b\"} 5\n"), "{out}");
-        let s = h.samples();
-        assert_eq!((quantile(&s, 0.5), quantile(&s, 1.0)), (0.02, 1000.0));
+        let mut s = h.samples();
+        assert_eq!((quantile(&mut s, 0.5), quantile(&mut s, 1.0)), (0.02, 1000.0));
+        assert_eq!(quantile(&mut [3.0, 1.0, 2.0], 0.5), 2.0, "unsorted samples are sorted first");
+        assert!(quantile(&mut [], 0.5).is_nan());
     }
 }

@@ -11,6 +11,7 @@ use crate::error::StageError;
 use crate::extract;
 use crate::llm_extract::LlmExtractor;
 use crate::runtime::{Operator, Outcome};
+use crate::stages::{BuildError, OpenIeConfig, Shared};
 use crate::transport::{Output, Record};
 
 /// Where triples come from when a document carries none.
@@ -92,7 +93,7 @@ pub fn validate(doc: &Document, limits: &Limits) -> Result<(), StageError> {
             return Err(StageError::user(format!("document {} has no text", doc.id)));
         };
         if text.len() > limits.max_text_bytes {
-            return Err(StageError::user(format!(
+            return Err(StageError::over_limit(format!(
                 "document {} text is {} bytes, over the limit of {} bytes",
                 doc.id,
                 text.len(),
@@ -114,6 +115,23 @@ pub struct OpenIe {
     pub topics: Topics,
     pub limits: Limits,
     pub extractor: Extractor,
+}
+
+impl OpenIe {
+    /// Builds the stage from its section: the built-in extractor, or the extraction LLM with its
+    /// response cache under the data directory.
+    pub async fn build(cfg: &OpenIeConfig, shared: &mut Shared) -> Result<Self, BuildError> {
+        let extractor = match &cfg.extract_llm {
+            None => Extractor::Builtin,
+            Some(settings) => {
+                let llm = shared.llms.open("extract", settings).await?;
+                let x = Arc::new(LlmExtractor::new(llm, Some(shared.data.open_llm_cache()?)));
+                crate::metrics::global().register_extractor(x.stats.clone());
+                Extractor::Llm(x)
+            }
+        };
+        Ok(OpenIe { topics: shared.topics.clone(), limits: shared.limits.clone(), extractor })
+    }
 }
 
 /// What the openie stage makes of a valid document: a deletion passes through, carried
@@ -187,7 +205,7 @@ impl Operator for OpenIe {
     fn input(&self) -> String {
         self.topics.docs.clone()
     }
-    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, crate::error::TransportError> {
+    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, crate::error::StageFault> {
         // Concurrently: an LLM endpoint serves many requests at once (the client bounds how
         // many); outcomes keep the batch's order.
         Ok(futures::future::join_all(batch.iter().map(|r| {

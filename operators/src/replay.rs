@@ -1,14 +1,22 @@
-//! Catching a graph up from its offsets: reads the graph-deltas topic from where the graph's
-//! offsets end, up to a target position, and applies each delta exactly as the kg-writer does.
-//! Used by `streamrag replay` (a snapshot, then the log after it).
+//! Replay: a graph rebuilt from a Parquet snapshot, caught up from the snapshot's offsets
+//! through the graph-deltas topic (applying each delta exactly as the kg-writer does) up to a
+//! target position, and persisted as a data directory's graph store. `streamrag replay` is
+//! [`replay`] with progress bars.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use streamrag_schemas::{decode, GraphDelta};
 
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::data_dir::{DataDir, OpenError};
 use crate::error::TransportError;
-use crate::graph::{Dirty, GraphState};
+use crate::graph::{Dirty, GraphState, GraphStats, StoreError};
+use crate::progress::Progress;
+use crate::runtime::blocking;
+use crate::snapshot::{Manifest, SnapshotError};
 use crate::transport::Transport;
 
 /// What a catch-up did.
@@ -142,4 +150,119 @@ mod tests {
         // Nothing left to do.
         assert_eq!(catch_up(&mut g, &t, "deltas", &BTreeMap::from([(0, 4)]), |_| {}).await.unwrap(), CatchUp::default());
     }
+}
+
+/// What to replay, and where to.
+pub struct ReplayOptions {
+    /// A snapshot directory, or a root of periodic snapshots (the newest is used).
+    pub snapshot: PathBuf,
+    /// The data directory whose graph store is (re)built.
+    pub data: DataDir,
+    /// The log to continue from; None: the snapshot alone.
+    pub log: Option<Transport>,
+    /// The graph-deltas topic.
+    pub topic: String,
+    /// The last offset to include per partition; None: the end of the log when the replay starts.
+    pub until: Option<BTreeMap<i32, i64>>,
+    /// Replace a graph store that is not empty.
+    pub force: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("no snapshot under {}", .0.display())]
+    NoSnapshot(PathBuf),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error("the graph store under {} is not empty; pass --force to replace it", .0.display())]
+    NotEmpty(PathBuf),
+    #[error("the snapshot is past --until on partition {partition} (it reflects offsets {offsets:?})")]
+    PastUntil { partition: i32, offsets: BTreeMap<String, i64> },
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("removing the old graph store: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// What a replay did, with its timings in seconds.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub manifest: Manifest,
+    pub snapshot_rows: u64,
+    pub snapshot_triples: usize,
+    pub read_s: f64,
+    /// What the log added (None: no log).
+    pub log: Option<(CatchUp, f64)>,
+    /// The graph's offsets after the log.
+    pub offsets: BTreeMap<String, i64>,
+    pub persist_s: f64,
+    pub stats: GraphStats,
+    pub total_s: f64,
+}
+
+/// Reads the snapshot, continues through the log, persists the graph to the data directory.
+pub async fn replay(o: ReplayOptions, progress: &mut dyn Progress) -> Result<Replayed, ReplayError> {
+    let snap = crate::snapshot::resolve(&o.snapshot)?.ok_or_else(|| ReplayError::NoSnapshot(o.snapshot.clone()))?;
+    let t0 = Instant::now();
+    let (mut g, manifest) = blocking(|| crate::snapshot::read(&snap, progress))?;
+    progress.finish();
+    let read_s = t0.elapsed().as_secs_f64();
+    let snapshot_rows: u64 = manifest.rows.values().sum();
+    let snapshot_triples = g.triple_count();
+    let mut store = o.data.open_graph()?;
+    if !store.is_empty() {
+        if !o.force {
+            return Err(ReplayError::NotEmpty(o.data.root().to_path_buf()));
+        }
+        drop(store);
+        o.data.remove_graph()?;
+        store = o.data.open_graph()?;
+    }
+    let mut log = None;
+    if let Some(t) = &o.log {
+        let t1 = Instant::now();
+        let last: BTreeMap<i32, i64> = match &o.until {
+            Some(u) => u.clone(),
+            None => t.end_offsets(&o.topic).await?.into_iter().map(|(p, end)| (p, end - 1)).collect(),
+        };
+        for (p, last) in &last {
+            if g.already_applied(&o.topic, *p, *last + 1) {
+                return Err(ReplayError::PastUntil { partition: *p, offsets: manifest.offsets.clone() });
+            }
+        }
+        let from = g.resume_offsets(&o.topic);
+        let total: i64 = last.iter().map(|(p, l)| (l + 1 - from.get(p).copied().unwrap_or(0)).max(0)).sum();
+        progress.start("log", total as u64);
+        let mut seen = 0;
+        let c = catch_up(&mut g, t, &o.topic, &last, |n| {
+            progress.inc(n - seen);
+            seen = n;
+        })
+        .await?;
+        progress.finish();
+        log = Some((c, t1.elapsed().as_secs_f64()));
+    }
+    let offsets = g.offsets().clone();
+    let t2 = Instant::now();
+    let keys = (g.document_count() + g.entity_count() + g.triple_count()) as u64;
+    progress.start("persist", keys);
+    blocking(|| store.persist_all(&g, 200_000, |n| progress.inc(n as u64)))?;
+    progress.finish();
+    Ok(Replayed {
+        manifest,
+        snapshot_rows,
+        snapshot_triples,
+        read_s,
+        log,
+        offsets,
+        persist_s: t2.elapsed().as_secs_f64(),
+        stats: g.stats(),
+        total_s: t0.elapsed().as_secs_f64(),
+    })
 }

@@ -13,7 +13,8 @@ use streamrag_schemas::{decode, encode, EntityRef, Extraction, GraphDelta, Resol
 
 use crate::ann::{Hnsw, HnswParams};
 use crate::config::Topics;
-use crate::error::TransportError;
+use crate::error::StageFault;
+use crate::stages::{BuildError, ResolveConfig, Shared};
 use crate::normalize::normalize;
 use crate::runtime::{blocking, Operator, Outcome};
 use crate::transport::{Output, Record};
@@ -109,6 +110,17 @@ pub enum Resolution {
 
 /// Embedding-based entity resolution with bounded cost per name; its decisions persist in a
 /// sled tree and are reloaded (and the index rebuilt) at start.
+/// Why the entity resolver failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolverError {
+    #[error("entity resolver store: {0}")]
+    Store(#[from] sled::Error),
+    #[error("entity resolver store: {0}")]
+    Corrupt(String),
+    #[error("entity resolver model: {0}")]
+    Model(#[from] streamrag_glm::Error),
+}
+
 pub struct EntityResolver {
     encoder: SentenceEncoder,
     pub threshold: f32,
@@ -122,26 +134,26 @@ pub struct EntityResolver {
 
 impl EntityResolver {
     /// `store`: where decisions persist (`None`: memory only).
-    pub fn open(mut encoder: SentenceEncoder, threshold: f32, store: Option<sled::Tree>) -> Result<Self, String> {
+    pub fn open(mut encoder: SentenceEncoder, threshold: f32, store: Option<sled::Tree>) -> Result<Self, ResolverError> {
         // Names are a few tokens long: larger batches than passages.
         encoder.batch_size = encoder.batch_size.max(64);
         let dim = encoder.dim();
         let mut r = EntityResolver { encoder, threshold, names: HashMap::new(), nodes: Vec::new(), index: Hnsw::new(dim, HnswParams::default()), store };
         if let Some(tree) = &r.store {
             for kv in tree.scan_prefix(b"n\0") {
-                let (k, v) = kv.map_err(|e| e.to_string())?;
+                let (k, v) = kv?;
                 r.names.insert(String::from_utf8_lossy(&k[2..]).into_owned(), String::from_utf8_lossy(&v).into_owned());
             }
             // Vectors in insertion order (the key is a sequence number): the rebuilt index is
             // the one the decisions were made with.
             let mut vectors = Vec::new();
             for kv in tree.scan_prefix(b"v\0") {
-                let (_, v) = kv.map_err(|e| e.to_string())?;
-                let cut = v.iter().position(|&b| b == 0).ok_or("corrupt resolver vector")?;
+                let (_, v) = kv?;
+                let cut = v.iter().position(|&b| b == 0).ok_or_else(|| ResolverError::Corrupt("a stored vector has no name".into()))?;
                 let id = String::from_utf8_lossy(&v[..cut]).into_owned();
                 let floats: Vec<f32> = v[cut + 1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                 if floats.len() != dim {
-                    return Err(format!("resolver vector of {} floats, the encoder makes {dim}", floats.len()));
+                    return Err(ResolverError::Corrupt(format!("a stored vector has {} floats, the encoder makes {dim}", floats.len())));
                 }
                 vectors.push((id, floats));
             }
@@ -181,7 +193,7 @@ impl EntityResolver {
 
     /// Resolves names (in order: a later name can join an earlier new one); returns each
     /// one's canonical id and what happened. New names are embedded together.
-    pub fn resolve_names(&mut self, names: &[&str]) -> Result<Vec<(String, Resolution)>, String> {
+    pub fn resolve_names(&mut self, names: &[&str]) -> Result<Vec<(String, Resolution)>, ResolverError> {
         let norms: Vec<String> = names.iter().map(|n| normalize(n)).collect();
         let mut fresh: Vec<usize> = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -207,7 +219,7 @@ impl EntityResolver {
 
     /// Decides new names already embedded (normalised name, unit vector), in order, and
     /// stores the decisions in one atomic batch.
-    pub fn resolve_embedded(&mut self, items: &[(String, Vec<f32>)]) -> Result<Vec<Resolution>, String> {
+    pub fn resolve_embedded(&mut self, items: &[(String, Vec<f32>)]) -> Result<Vec<Resolution>, ResolverError> {
         let mut batch = sled::Batch::default();
         let mut out = Vec::with_capacity(items.len());
         for (norm, v) in items {
@@ -232,7 +244,7 @@ impl EntityResolver {
             out.push(how);
         }
         if let Some(tree) = &self.store {
-            tree.apply_batch(batch).map_err(|e| e.to_string())?;
+            tree.apply_batch(batch)?;
         }
         Ok(out)
     }
@@ -244,6 +256,28 @@ pub struct Resolve {
     pub resolver: Option<EntityResolver>,
 }
 
+impl Resolve {
+    /// Builds the stage from its section: by normalised name, or by name embeddings with the
+    /// decisions kept under the data directory.
+    pub async fn build(cfg: &ResolveConfig, shared: &Shared) -> Result<Self, BuildError> {
+        let resolver = match &cfg.model {
+            None => None,
+            Some(model) => {
+                let (model, threshold, tree) = (model.clone(), cfg.threshold, shared.data.open_resolver()?);
+                let r = tokio::task::spawn_blocking(move || -> Result<EntityResolver, BuildError> {
+                    let enc = SentenceEncoder::load(&model, &streamrag_glm::device::default_device())
+                        .map_err(|source| BuildError::Model { what: format!("the sentence encoder {}", model.display()), source })?;
+                    Ok(EntityResolver::open(enc, threshold, Some(tree))?)
+                })
+                .await??;
+                tracing::info!(entities = r.entities(), threshold, "entity resolution by name embeddings");
+                Some(r)
+            }
+        };
+        Ok(Resolve { topics: shared.topics.clone(), resolver })
+    }
+}
+
 impl Operator for Resolve {
     fn name(&self) -> &'static str {
         "resolve"
@@ -251,7 +285,7 @@ impl Operator for Resolve {
     fn input(&self) -> String {
         self.topics.triples.clone()
     }
-    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, TransportError> {
+    async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, StageFault> {
         let decoded: Vec<Result<Extraction, _>> = batch.iter().map(|r| decode::<Extraction>(&r.payload)).collect();
         if let Some(resolver) = &mut self.resolver {
             let names: Vec<&str> = decoded
@@ -263,7 +297,7 @@ impl Operator for Resolve {
                 .collect();
             // The decisions are stored before the deltas go out, so a replay of this batch
             // after a crash finds every name known and resolves it the same way.
-            blocking(|| resolver.resolve_names(&names)).map_err(|e| TransportError::Other(format!("entity resolver: {e}")))?;
+            blocking(|| resolver.resolve_names(&names))?;
         }
         let resolver = self.resolver.as_ref();
         let canonical = |norm: &str| resolver.and_then(|r| r.canonical(norm)).unwrap_or(norm).to_string();

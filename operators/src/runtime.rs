@@ -8,7 +8,7 @@ use std::time::Duration;
 use streamrag_schemas::{encode, DeadLetter, SourceRef, SCHEMA_VERSION};
 use tokio::sync::watch;
 
-use crate::error::{StageError, TransportError};
+use crate::error::{StageError, StageFault};
 use crate::transport::{now_ms, Output, Record, Transport};
 
 /// What processing one record gave: outputs to produce, or an error for the dead-letter topic.
@@ -25,7 +25,7 @@ pub trait Operator: Send {
     /// Processes a batch of records, in order, giving one outcome per record. A failing record
     /// must not affect the others. An `Err` is a failure of the stage itself (its store): the
     /// batch is not committed and the stage stops, to resume from its last commit.
-    fn process_batch(&mut self, batch: &[Record]) -> impl Future<Output = Result<Vec<Outcome>, TransportError>> + Send;
+    fn process_batch(&mut self, batch: &[Record]) -> impl Future<Output = Result<Vec<Outcome>, StageFault>> + Send;
 
     /// Called after a batch's outputs were acknowledged and its offsets committed (with an
     /// empty batch after the recovered outputs were acknowledged).
@@ -42,6 +42,22 @@ pub trait Operator: Send {
     fn recover_outputs(&mut self) -> Vec<Output> {
         Vec::new()
     }
+
+    /// How far the stage has consumed its input, readable while it runs (whoever waits for
+    /// the pipeline to drain asks it). Stages that start from their own positions
+    /// ([`StartFrom::Offsets`]) keep them and say so here.
+    fn consumed(&self) -> Consumed {
+        Consumed::Group
+    }
+}
+
+/// Where a running stage's consumed position can be read.
+#[derive(Clone)]
+pub enum Consumed {
+    /// The consumer group `<prefix>.<stage>` commits it.
+    Group,
+    /// The stage keeps it: partition -> next offset to read.
+    Own(std::sync::Arc<dyn Fn() -> std::collections::BTreeMap<i32, i64> + Send + Sync>),
 }
 
 /// Where a stage starts reading its input.
@@ -106,7 +122,7 @@ pub async fn run<O: Operator>(
     transport: Transport,
     opts: RunOptions,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<(), TransportError> {
+) -> Result<(), StageFault> {
     let group = format!("{}.{}", opts.group_prefix, op.name());
     let mut sub = match op.start_from() {
         StartFrom::Group => transport.subscribe(&group, &op.input(), false).await?,
@@ -170,4 +186,81 @@ pub async fn run<O: Operator>(
     }
     tracing::info!(stage = op.name(), "stage stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::transport::embedded::EmbeddedLog;
+
+    /// Copies each record to `out`; a record "bad" is refused.
+    struct Copy {
+        commits: Arc<AtomicUsize>,
+    }
+
+    impl Operator for Copy {
+        fn name(&self) -> &'static str {
+            "copy"
+        }
+        fn input(&self) -> String {
+            "in".into()
+        }
+        async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, StageFault> {
+            Ok(batch
+                .iter()
+                .map(|r| match r.payload.as_slice() {
+                    b"bad" => Err(StageError::user("bad record")),
+                    p => Ok(vec![Output { topic: "out".into(), key: String::new(), payload: p.to_vec() }]),
+                })
+                .collect())
+        }
+        fn after_commit(&mut self, _batch: &[Record]) {
+            self.commits.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn opts() -> RunOptions {
+        RunOptions { poll: Duration::from_millis(20), dead_letter_topic: "dl".into(), ..RunOptions::default() }
+    }
+
+    /// Runs `op` until `until` holds or it fails; returns how it ended.
+    async fn run_until(log: &EmbeddedLog, op: Copy, until: impl Fn(&EmbeddedLog) -> bool) -> Result<(), StageFault> {
+        let (stop, rx) = watch::channel(false);
+        let task = tokio::spawn(run(op, Transport::Embedded(log.clone()), opts(), rx));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !task.is_finished() && !until(log) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop.send(true);
+        task.await.expect("the stage does not panic")
+    }
+
+    #[tokio::test]
+    async fn a_failed_produce_commits_nothing_and_the_batch_comes_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EmbeddedLog::open(dir.path()).unwrap();
+        let input = |p: &str| Output { topic: "in".into(), key: String::new(), payload: p.as_bytes().to_vec() };
+        log.produce(&[input("a"), input("bad"), input("b")]).await.unwrap();
+
+        log.fail_produce_to(Some("out"));
+        let commits = Arc::new(AtomicUsize::new(0));
+        let ended = run_until(&log, Copy { commits: commits.clone() }, |_| false).await;
+        assert!(matches!(ended, Err(StageFault::Transport(_))), "the stage stops on a failed produce: {ended:?}");
+        assert_eq!(log.committed("streamrag.copy", "in").unwrap(), None, "nothing committed");
+        assert_eq!(commits.load(Ordering::SeqCst), 0, "after_commit never ran");
+        assert_eq!((log.end_offset("out").unwrap(), log.end_offset("dl").unwrap()), (0, 0), "nothing of the batch went out");
+
+        // The broker is back: the same records are processed again, produced, then committed.
+        log.fail_produce_to(None);
+        let done = |l: &EmbeddedLog| l.committed("streamrag.copy", "in").unwrap() == Some(3);
+        run_until(&log, Copy { commits: commits.clone() }, done).await.unwrap();
+        assert_eq!(log.committed("streamrag.copy", "in").unwrap(), Some(3));
+        let out: Vec<Vec<u8>> = log.read("out", 0, 10).unwrap().into_iter().map(|r| r.payload).collect();
+        assert_eq!(out, vec![b"a".to_vec(), b"b".to_vec()], "each good record once, in order");
+        assert_eq!(log.end_offset("dl").unwrap(), 1, "the bad one dead-lettered, not stopping the stage");
+        assert!(commits.load(Ordering::SeqCst) >= 1);
+    }
 }

@@ -45,15 +45,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError + '_ {
     move |source| SnapshotError::Io { path: path.to_path_buf(), source }
 }
 
-/// Receives progress in rows.
-pub trait Progress {
-    fn start(&mut self, _what: &str, _total_rows: u64) {}
-    fn inc(&mut self, _rows: u64) {}
-}
-
-/// Progress that goes nowhere.
-pub struct NoProgress;
-impl Progress for NoProgress {}
+pub use crate::progress::{NoProgress, Progress};
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,6 +216,57 @@ pub fn write_periodic(g: &GraphState, root: &Path, progress: &mut dyn Progress) 
     Ok((dir, m))
 }
 
+/// Removes all but the newest `keep` (at least one) periodic snapshots under `root`.
+pub fn prune(root: &Path, keep: usize) -> Result<(), SnapshotError> {
+    let mut snaps: Vec<PathBuf> = std::fs::read_dir(root)
+        .map_err(io(root))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("snap-") && !n.contains(".tmp")))
+        .collect();
+    snaps.sort();
+    let n = snaps.len().saturating_sub(keep.max(1));
+    for old in &snaps[..n] {
+        std::fs::remove_dir_all(old).map_err(io(old))?;
+    }
+    Ok(())
+}
+
+/// Writes a snapshot of the live graph under `root` every `every` when it changed, keeping the
+/// newest `keep`, until `shutdown` turns true. A graph version is immutable, so the writer is
+/// never blocked; a failed snapshot is logged and tried again at the next tick.
+pub async fn periodic(g: crate::kg_writer::LiveGraph, root: PathBuf, every: std::time::Duration, keep: usize, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut last_digest = String::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        let (version, root2, prev) = (g.current(), root.clone(), last_digest.clone());
+        let done = tokio::task::spawn_blocking(move || {
+            let digest = version.stats().digest;
+            if digest == prev {
+                return (digest, Ok(None));
+            }
+            let res = write_periodic(&version, &root2, &mut NoProgress).and_then(|out| prune(&root2, keep).map(|_| Some(out)));
+            (digest, res)
+        })
+        .await;
+        match done {
+            Ok((digest, Ok(written))) => {
+                last_digest = digest;
+                if let Some((dir, m)) = written {
+                    tracing::info!(dir = %dir.display(), rows = ?m.rows, "snapshot written");
+                }
+            }
+            Ok((_, Err(e))) => tracing::error!(error = %e, "snapshot failed; will retry"),
+            Err(e) => tracing::error!(error = %e, "snapshot task failed; will retry"),
+        }
+    }
+}
+
 /// A snapshot directory itself, or the newest under a root of periodic snapshots; None when
 /// the root holds none yet.
 pub fn resolve(path: &Path) -> Result<Option<PathBuf>, SnapshotError> {
@@ -378,6 +421,8 @@ mod tests {
         g.apply("d2", Some(entry("Two", &[("c", "r", "b")])), &mut d);
         let (second, _) = write_periodic(&g, root.path(), &mut NoProgress).unwrap();
         assert_ne!(first, second);
+        prune(root.path(), 1).unwrap();
+        assert!(!first.exists() && second.exists(), "pruning keeps the newest");
         assert_eq!(resolve(root.path()).unwrap().unwrap(), second);
         // tamper with the manifest's digest: the reader refuses
         let mp = second.join("manifest.json");

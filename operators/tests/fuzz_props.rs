@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use streamrag_operators::graph::{Dirty, GraphState};
 use streamrag_operators::openie::{extraction_of, validate, Extractor};
-use streamrag_operators::{query, Limits};
+use streamrag_operators::{query, retrieve, Limits};
 use streamrag_schemas::{decode, Answer, DeadLetter, Document, Extraction, GraphChange, GraphDelta, Query, SourceRef};
 
 /// Valid LLM responses (entities, triples), to mutate.
@@ -60,7 +60,7 @@ fn through_the_pipeline(doc: &Document) {
         let mut g = GraphState::new();
         g.apply(&delta.doc_id, GraphState::entry_of(&delta), &mut Dirty::default());
         let _ = g.stats();
-        let _ = query::Retriever::default().retrieve(&g, &doc.title, 5);
+        let _ = retrieve::Retriever::default().retrieve(&g, &doc.title, 5);
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use candle_core::Device;
 use streamrag_glm::graph::Mode;
 use streamrag_glm::model::{BackboneKind, GlmConfig, GlmModel, Training};
-use streamrag_operators::glm_retriever::GlmRetriever;
+use streamrag_operators::retrieve::GlmRetriever;
 use streamrag_operators::graph::{DocEntry, Dirty, GraphState};
 
 fn minilm() -> PathBuf {

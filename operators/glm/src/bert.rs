@@ -75,13 +75,12 @@ pub struct BertGraphEncoder {
 }
 
 impl BertGraphEncoder {
-    pub fn load(dir: &Path, dtype: DType, device: &Device, extra_buckets: usize) -> std::result::Result<Self, String> {
-        let text = std::fs::read_to_string(dir.join("config.json")).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| format!("{}/config.json: {e}", dir.display()))?;
+    pub fn load(dir: &Path, dtype: DType, device: &Device, extra_buckets: usize) -> crate::Result<Self> {
+        let cfg: BertConfig = crate::error::read_json(&dir.join("config.json"))?;
         let weights = dir.join("model.safetensors");
         // SAFETY: the file is mapped read-only and not modified while mapped.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }.map_err(|e| format!("{}: {e}", weights.display()))?;
-        Self::new(vb, cfg, extra_buckets).map_err(|e| format!("{}: {e}", dir.display()))
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }.map_err(crate::Error::format(&weights))?;
+        Self::new(vb, cfg, extra_buckets).map_err(crate::Error::format(dir))
     }
 
     pub fn new(vb: VarBuilder, cfg: BertConfig, extra_buckets: usize) -> Result<Self> {

@@ -116,9 +116,9 @@ pub struct TokenizedGraph {
 
 /// Token ids of one label, without special tokens.
 pub trait LabelTokenizer {
-    fn label_ids(&self, label: &str) -> Result<Vec<u32>, String>;
+    fn label_ids(&self, label: &str) -> crate::Result<Vec<u32>>;
     /// A sentence's ids with the tokenizer's special tokens (T5: trailing `</s>`).
-    fn sentence_ids(&self, text: &str) -> Result<Vec<u32>, String>;
+    fn sentence_ids(&self, text: &str) -> crate::Result<Vec<u32>>;
 }
 
 /// A Hugging Face `tokenizer.json`, with its padding and truncation turned off (the shipped
@@ -126,20 +126,20 @@ pub trait LabelTokenizer {
 pub struct HfTokenizer(pub tokenizers::Tokenizer);
 
 impl HfTokenizer {
-    pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
-        let mut t = tokenizers::Tokenizer::from_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn from_file(path: &std::path::Path) -> crate::Result<Self> {
+        let mut t = tokenizers::Tokenizer::from_file(path).map_err(crate::Error::format(path))?;
         t.with_padding(None);
-        t.with_truncation(None).map_err(|e| e.to_string())?;
+        t.with_truncation(None).map_err(crate::Error::format(path))?;
         Ok(HfTokenizer(t))
     }
 }
 
 impl LabelTokenizer for HfTokenizer {
-    fn label_ids(&self, label: &str) -> Result<Vec<u32>, String> {
-        Ok(self.0.encode(label, false).map_err(|e| e.to_string())?.get_ids().to_vec())
+    fn label_ids(&self, label: &str) -> crate::Result<Vec<u32>> {
+        Ok(self.0.encode(label, false).map_err(|e| crate::Error::Tokenizer(e.to_string()))?.get_ids().to_vec())
     }
-    fn sentence_ids(&self, text: &str) -> Result<Vec<u32>, String> {
-        Ok(self.0.encode(text, true).map_err(|e| e.to_string())?.get_ids().to_vec())
+    fn sentence_ids(&self, text: &str) -> crate::Result<Vec<u32>> {
+        Ok(self.0.encode(text, true).map_err(|e| crate::Error::Tokenizer(e.to_string()))?.get_ids().to_vec())
     }
 }
 
@@ -219,7 +219,7 @@ pub fn sequence(ids: &[u32]) -> TokenizedGraph {
 }
 
 /// Builds the extended Levi graph of `triplets` (and `question`) in `mode`.
-pub fn build(triplets: &[Triplet], question: Option<&str>, mode: Mode, tok: &dyn LabelTokenizer) -> Result<TokenizedGraph, String> {
+pub fn build(triplets: &[Triplet], question: Option<&str>, mode: Mode, tok: &dyn LabelTokenizer) -> crate::Result<TokenizedGraph> {
     let mut tokens = Vec::new();
     let mut token_node = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
@@ -351,10 +351,10 @@ mod tests {
         }
     }
     impl LabelTokenizer for Words {
-        fn label_ids(&self, label: &str) -> Result<Vec<u32>, String> {
+        fn label_ids(&self, label: &str) -> crate::Result<Vec<u32>> {
             Ok(label.split_whitespace().map(|w| self.id(w)).collect())
         }
-        fn sentence_ids(&self, text: &str) -> Result<Vec<u32>, String> {
+        fn sentence_ids(&self, text: &str) -> crate::Result<Vec<u32>> {
             let mut v = self.label_ids(text)?;
             v.push(0);
             Ok(v)

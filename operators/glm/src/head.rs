@@ -1,4 +1,4 @@
-//! The scoring head of glm.md §1.5: an entity vector times the projected question vector,
+//! The scoring head (docs/glm.md, "Retrieval", step 4): an entity vector times the projected question vector,
 //! element-wise, then a 2-layer MLP gives one logit per entity.
 
 use candle_core::{Module, Result, Tensor};

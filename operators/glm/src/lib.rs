@@ -7,14 +7,22 @@
 //!   modes, with and without the question text).
 //! - [`batch`]: padded tensors for a batch of graphs, and entity mean-pooling.
 //! - [`t5`]: a T5 encoder taking external buckets; loads Hugging Face T5 checkpoints.
+//! - [`backbone`]: either encoder behind one type, told apart by one rule.
+//! - [`model`]: the whole retriever model (encoder, scoring head, question encoder) and its
+//!   checkpoints; [`head`], [`loss`], [`optim`]: its scoring head, loss and AdamW.
+//! - [`sentence`]: sentence embeddings (MiniLM) for questions, passages and names.
+//! - [`device`]: the device the models run on; [`error`]: the crate's one error type.
 //! - [`bert`]: the same graph API on a BERT encoder (all-MiniLM-L6-v2, whose real weights
 //!   exist here): a learned relative bias, neutral absolute positions.
 //!
 //! Small public surface: build a [`graph::TokenizedGraph`], put graphs in a [`batch::Batch`],
 //! call an encoder's `encode`.
 
+pub mod backbone;
 pub mod batch;
 pub mod bert;
+pub mod device;
+pub mod error;
 pub mod graph;
 pub mod head;
 pub mod loss;
@@ -24,7 +32,9 @@ pub mod optim;
 pub mod sentence;
 pub mod t5;
 
+pub use backbone::{Backbone, BackboneKind};
 pub use batch::Batch;
+pub use error::{Error, Result};
 pub use graph::{build, HfTokenizer, Mode, TokenizedGraph, Triplet};
 pub use bert::{BertConfig, BertGraphEncoder};
 pub use t5::{T5Config, T5GraphEncoder};

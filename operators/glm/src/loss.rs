@@ -1,4 +1,4 @@
-//! The training loss of glm.md §5: 0.44 BCE + 0.56 ListCE over entity logits, both taken over
+//! The training loss (docs/glm.md, "Training"): 0.44 BCE + 0.56 ListCE over entity logits, both taken over
 //! the scored entities only (those of the selected subgraph; padding is masked out).
 
 use candle_core::{Result, Tensor, D};

@@ -17,20 +17,15 @@ use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 
+pub use crate::backbone::BackboneKind;
+use crate::backbone::Backbone;
 use crate::batch::Batch;
-use crate::bert::{BertConfig, BertGraphEncoder, Positions};
+use crate::bert::BertConfig;
+use crate::error::{read_json, Error, Result};
 use crate::graph::{build, HfTokenizer, Mode, TokenizedGraph, Triplet, NUM_BUCKETS};
 use crate::head::ScoringHead;
 use crate::optim::ParamGroup;
 use crate::sentence::SentenceEncoder;
-use crate::t5::{T5Config, T5GraphEncoder};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackboneKind {
-    Bert,
-    T5,
-}
 
 /// Where training stands (checkpoints carry it, so `train` resumes).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -73,26 +68,6 @@ impl GlmConfig {
     }
 }
 
-enum Backbone {
-    Bert(BertGraphEncoder),
-    T5(T5GraphEncoder),
-}
-
-impl Backbone {
-    fn mask_bucket(&self) -> u32 {
-        match self {
-            Backbone::Bert(e) => e.mask_bucket(),
-            Backbone::T5(e) => e.mask_bucket(),
-        }
-    }
-    fn forward(&self, b: &Batch) -> candle_core::Result<Tensor> {
-        match self {
-            Backbone::Bert(e) => e.forward(&b.input_ids, &b.buckets, &b.token_mask, Positions::Neutral),
-            Backbone::T5(e) => e.forward(&b.input_ids, &b.buckets, &b.token_mask),
-        }
-    }
-}
-
 pub struct GlmModel {
     pub config: GlmConfig,
     backbone: Backbone,
@@ -108,24 +83,14 @@ pub struct GlmModel {
 const T5_BIAS: &str = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
 const BERT_BIAS: &str = "encoder.relative_attention_bias.weight";
 
-fn err<E: std::fmt::Display>(ctx: &Path) -> impl Fn(E) -> String + '_ {
-    move |e| format!("{}: {e}", ctx.display())
-}
-
-fn is_t5(config_json: &Path) -> Result<bool, String> {
-    let text = std::fs::read_to_string(config_json).map_err(err(config_json))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(err(config_json))?;
-    Ok(v.get("d_model").is_some())
-}
-
 /// Copies `names` from `src` to `dst` unless they are the same directory.
-fn copy_files(src: &Path, dst: &Path, names: &[&str]) -> Result<(), String> {
-    std::fs::create_dir_all(dst).map_err(err(dst))?;
+fn copy_files(src: &Path, dst: &Path, names: &[&str]) -> Result<()> {
+    std::fs::create_dir_all(dst).map_err(Error::io(dst))?;
     if src.canonicalize().ok() == dst.canonicalize().ok() {
         return Ok(());
     }
     for n in names {
-        std::fs::copy(src.join(n), dst.join(n)).map_err(err(&src.join(n)))?;
+        std::fs::copy(src.join(n), dst.join(n)).map_err(Error::io(&src.join(n)))?;
     }
     Ok(())
 }
@@ -134,10 +99,10 @@ impl GlmModel {
     /// A model to train: the backbone's pretrained weights (a Hugging Face BERT or T5
     /// directory), a new bias table and head, and the question encoder in `question_dir`.
     /// `config.backbone`, `hidden` and `question_dim` are filled in from the directories.
-    pub fn init(backbone_dir: &Path, question_dir: &Path, mut config: GlmConfig, device: &Device) -> Result<Self, String> {
-        config.backbone = if is_t5(&backbone_dir.join("config.json"))? { BackboneKind::T5 } else { BackboneKind::Bert };
+    pub fn init(backbone_dir: &Path, question_dir: &Path, mut config: GlmConfig, device: &Device) -> Result<Self> {
+        config.backbone = BackboneKind::of_config(&backbone_dir.join("config.json"))?;
         let weights = backbone_dir.join("model.safetensors");
-        let mut tensors = candle_core::safetensors::load(&weights, device).map_err(err(&weights))?;
+        let mut tensors = candle_core::safetensors::load(&weights, device).map_err(Error::format(&weights))?;
         tensors.retain(|name, t| {
             t.dtype().is_float()
                 && match config.backbone {
@@ -149,36 +114,35 @@ impl GlmModel {
     }
 
     /// A checkpoint written by [`GlmModel::save`].
-    pub fn load(dir: &Path, device: &Device) -> Result<Self, String> {
-        let path = dir.join("glm.json");
-        let text = std::fs::read_to_string(&path).map_err(err(&path))?;
-        let config: GlmConfig = serde_json::from_str(&text).map_err(err(&path))?;
+    pub fn load(dir: &Path, device: &Device) -> Result<Self> {
+        let config: GlmConfig = read_json(&dir.join("glm.json"))?;
         let weights = dir.join("model.safetensors");
-        let tensors = candle_core::safetensors::load(&weights, device).map_err(err(&weights))?;
+        let tensors = candle_core::safetensors::load(&weights, device).map_err(Error::format(&weights))?;
         Self::assemble(config, tensors, &dir.join("backbone"), &dir.join("question"), device)
     }
 
-    fn assemble(mut config: GlmConfig, mut tensors: HashMap<String, Tensor>, backbone_dir: &Path, question_dir: &Path, device: &Device) -> Result<Self, String> {
+    fn assemble(mut config: GlmConfig, mut tensors: HashMap<String, Tensor>, backbone_dir: &Path, question_dir: &Path, device: &Device) -> Result<Self> {
         let rows = NUM_BUCKETS as usize + config.extra_buckets();
         let cfg_path = backbone_dir.join("config.json");
-        let cfg_text = std::fs::read_to_string(&cfg_path).map_err(err(&cfg_path))?;
-        let e = err(backbone_dir);
         // the relative bias table with the extra buckets, before the encoder reads it
         match config.backbone {
             BackboneKind::Bert => {
-                let c: BertConfig = serde_json::from_str(&cfg_text).map_err(err(&cfg_path))?;
+                let c: BertConfig = read_json(&cfg_path)?;
                 if !tensors.contains_key(BERT_BIAS) {
-                    tensors.insert(BERT_BIAS.into(), Tensor::zeros((rows, c.num_attention_heads), DType::F32, device).map_err(&e)?);
+                    tensors.insert(BERT_BIAS.into(), Tensor::zeros((rows, c.num_attention_heads), DType::F32, device)?);
                 }
             }
             BackboneKind::T5 => {
-                let t = tensors.get(T5_BIAS).ok_or_else(|| format!("{}: no {T5_BIAS}", backbone_dir.display()))?.clone();
-                let have = t.dim(0).map_err(&e)?;
+                let t = tensors
+                    .get(T5_BIAS)
+                    .ok_or_else(|| Error::Format { path: backbone_dir.to_path_buf(), message: format!("no {T5_BIAS}") })?
+                    .clone();
+                let have = t.dim(0)?;
                 if have < rows {
-                    let r31 = t.narrow(0, NUM_BUCKETS as usize - 1, 1).map_err(&e)?;
+                    let r31 = t.narrow(0, NUM_BUCKETS as usize - 1, 1)?;
                     let mut parts = vec![t];
                     parts.extend(std::iter::repeat_n(r31, rows - have));
-                    tensors.insert(T5_BIAS.into(), Tensor::cat(&parts, 0).map_err(&e)?);
+                    tensors.insert(T5_BIAS.into(), Tensor::cat(&parts, 0)?);
                 }
             }
         }
@@ -186,27 +150,15 @@ impl GlmModel {
         {
             let mut data = varmap.data().lock().expect("varmap lock");
             for (name, t) in tensors {
-                data.insert(name, Var::from_tensor(&t.to_dtype(DType::F32).map_err(&e)?).map_err(&e)?);
+                data.insert(name, Var::from_tensor(&t.to_dtype(DType::F32)?)?);
             }
         }
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
-        let extra = config.extra_buckets();
-        let (backbone, hidden) = match config.backbone {
-            BackboneKind::Bert => {
-                let c: BertConfig = serde_json::from_str(&cfg_text).map_err(err(&cfg_path))?;
-                let h = c.hidden_size;
-                (Backbone::Bert(BertGraphEncoder::new(vb.clone(), c, extra).map_err(&e)?), h)
-            }
-            BackboneKind::T5 => {
-                let c = T5Config::from_file(&cfg_path)?;
-                let h = c.d_model;
-                (Backbone::T5(T5GraphEncoder::new(vb.clone(), c, extra).map_err(&e)?), h)
-            }
-        };
+        let (backbone, hidden) = Backbone::build(config.backbone, vb.clone(), &cfg_path, config.extra_buckets())?;
         let question = SentenceEncoder::load(question_dir, device)?;
         config.hidden = hidden;
         config.question_dim = question.dim();
-        let head = ScoringHead::new(vb.pp("head"), config.question_dim, hidden).map_err(&e)?;
+        let head = ScoringHead::new(vb.pp("head"), config.question_dim, hidden)?;
         let tokenizer = HfTokenizer::from_file(&backbone_dir.join("tokenizer.json"))?;
         Ok(GlmModel {
             config,
@@ -222,16 +174,16 @@ impl GlmModel {
     }
 
     /// Writes the checkpoint (weights and config by write-then-rename).
-    pub fn save(&self, dir: &Path) -> Result<(), String> {
-        std::fs::create_dir_all(dir).map_err(err(dir))?;
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
         copy_files(&self.backbone_dir, &dir.join("backbone"), &["config.json", "tokenizer.json"])?;
         copy_files(&self.question_dir, &dir.join("question"), &["config.json", "model.safetensors", "tokenizer.json"])?;
         let tmp = dir.join("model.safetensors.tmp");
-        self.varmap.save(&tmp).map_err(err(&tmp))?;
-        std::fs::rename(&tmp, dir.join("model.safetensors")).map_err(err(dir))?;
+        self.varmap.save(&tmp).map_err(Error::format(&tmp))?;
+        std::fs::rename(&tmp, dir.join("model.safetensors")).map_err(Error::io(dir))?;
         let tmp = dir.join("glm.json.tmp");
-        std::fs::write(&tmp, serde_json::to_string_pretty(&self.config).expect("config serialises")).map_err(err(&tmp))?;
-        std::fs::rename(&tmp, dir.join("glm.json")).map_err(err(dir))
+        std::fs::write(&tmp, serde_json::to_string_pretty(&self.config).expect("config serialises")).map_err(Error::io(&tmp))?;
+        std::fs::rename(&tmp, dir.join("glm.json")).map_err(Error::io(dir))
     }
 
     pub fn device(&self) -> &Device {
@@ -251,7 +203,7 @@ impl GlmModel {
     }
 
     /// The graph the encoder reads for `triplets` and `question`.
-    pub fn graph(&self, triplets: &[Triplet], question: &str) -> Result<TokenizedGraph, String> {
+    pub fn graph(&self, triplets: &[Triplet], question: &str) -> Result<TokenizedGraph> {
         build(triplets, self.config.question_text.then_some(question), self.config.mode, &self.tokenizer)
     }
 
@@ -265,7 +217,7 @@ impl GlmModel {
     }
 
     /// Inference: each graph's entities with their logits, best first.
-    pub fn score(&self, graphs: &[&TokenizedGraph], questions: &[&str]) -> Result<Vec<Vec<(String, f32)>>, String> {
+    pub fn score(&self, graphs: &[&TokenizedGraph], questions: &[&str]) -> Result<Vec<Vec<(String, f32)>>> {
         if graphs.is_empty() {
             return Ok(vec![]);
         }
@@ -273,9 +225,9 @@ impl GlmModel {
     }
 
     /// Like [`GlmModel::score`], with the questions already embedded (B, Q).
-    pub fn score_with(&self, graphs: &[&TokenizedGraph], questions: &Tensor) -> Result<Vec<Vec<(String, f32)>>, String> {
-        let (logits, batch) = self.logits(graphs, questions).map_err(|e| e.to_string())?;
-        let rows = logits.to_vec2::<f32>().map_err(|e| e.to_string())?;
+    pub fn score_with(&self, graphs: &[&TokenizedGraph], questions: &Tensor) -> Result<Vec<Vec<(String, f32)>>> {
+        let (logits, batch) = self.logits(graphs, questions)?;
+        let rows = logits.to_vec2::<f32>()?;
         Ok(batch
             .entities
             .iter()

@@ -25,7 +25,7 @@ pub struct SentenceEncoder {
 
 impl SentenceEncoder {
     /// `dir` holds `config.json`, `model.safetensors` and `tokenizer.json`.
-    pub fn load(dir: &Path, device: &Device) -> Result<Self, String> {
+    pub fn load(dir: &Path, device: &Device) -> crate::Result<Self> {
         let enc = BertGraphEncoder::load(dir, DType::F32, device, 0)?;
         let tok = HfTokenizer::from_file(&dir.join("tokenizer.json"))?;
         Ok(SentenceEncoder { enc, tok, max_tokens: 256, batch_size: 16 })
@@ -39,7 +39,7 @@ impl SentenceEncoder {
         self.enc.device()
     }
 
-    fn ids(&self, text: &str) -> Result<Vec<u32>, String> {
+    fn ids(&self, text: &str) -> crate::Result<Vec<u32>> {
         let mut ids = self.tok.sentence_ids(text)?;
         if ids.len() > self.max_tokens {
             let last = *ids.last().expect("non-empty");
@@ -50,7 +50,7 @@ impl SentenceEncoder {
     }
 
     /// (N, dim) unit vectors, in the order of `texts`.
-    pub fn embed(&self, texts: &[&str]) -> Result<Tensor, String> {
+    pub fn embed(&self, texts: &[&str]) -> crate::Result<Tensor> {
         let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.ids(t)).collect::<Result<_, _>>()?;
         // batch texts of similar length together; put the rows back in order afterwards
         let mut order: Vec<usize> = (0..texts.len()).collect();
@@ -62,21 +62,20 @@ impl SentenceEncoder {
             let e = (|| {
                 let b = Batch::new(&refs, self.enc.mask_bucket(), DType::F32, self.enc.device())?;
                 self.enc.sentence_embeddings(&b)
-            })()
-            .map_err(|e| e.to_string())?;
+            })()?;
             for (j, &i) in chunk.iter().enumerate() {
-                rows[i] = Some(e.get(j).map_err(|e| e.to_string())?);
+                rows[i] = Some(e.get(j)?);
             }
         }
         if rows.is_empty() {
-            return Tensor::zeros((0, self.dim()), DType::F32, self.enc.device()).map_err(|e| e.to_string());
+            return Ok(Tensor::zeros((0, self.dim()), DType::F32, self.enc.device())?);
         }
         let rows: Vec<Tensor> = rows.into_iter().map(|r| r.expect("every row embedded")).collect();
-        Tensor::stack(&rows, 0).map_err(|e| e.to_string())
+        Ok(Tensor::stack(&rows, 0)?)
     }
 
     /// Like [`SentenceEncoder::embed`], as plain vectors.
-    pub fn embed_vecs(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        self.embed(texts)?.to_vec2::<f32>().map_err(|e| e.to_string())
+    pub fn embed_vecs(&self, texts: &[&str]) -> crate::Result<Vec<Vec<f32>>> {
+        Ok(self.embed(texts)?.to_vec2::<f32>()?)
     }
 }

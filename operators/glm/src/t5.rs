@@ -47,9 +47,8 @@ pub struct T5Config {
 }
 
 impl T5Config {
-    pub fn from_file(path: &Path) -> std::result::Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn from_file(path: &Path) -> crate::Result<Self> {
+        crate::error::read_json(path)
     }
 
     fn gated(&self) -> bool {
@@ -194,12 +193,12 @@ pub const MASK_BIAS: f32 = -1e30;
 impl T5GraphEncoder {
     /// Loads `config.json` and `model.safetensors` from `dir` in `dtype` (f32, bf16, f16),
     /// with `extra_buckets` extra rows in the bias table.
-    pub fn load(dir: &Path, dtype: DType, device: &Device, extra_buckets: usize) -> std::result::Result<Self, String> {
+    pub fn load(dir: &Path, dtype: DType, device: &Device, extra_buckets: usize) -> crate::Result<Self> {
         let cfg = T5Config::from_file(&dir.join("config.json"))?;
         let weights = dir.join("model.safetensors");
         // SAFETY: the file is mapped read-only and not modified while mapped.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }.map_err(|e| format!("{}: {e}", weights.display()))?;
-        Self::new(vb, cfg, extra_buckets).map_err(|e| format!("{}: {e}", dir.display()))
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }.map_err(crate::Error::format(&weights))?;
+        Self::new(vb, cfg, extra_buckets).map_err(crate::Error::format(dir))
     }
 
     /// Builds the encoder from any VarBuilder (a checkpoint, or random weights for benchmarks).

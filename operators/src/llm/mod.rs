@@ -138,6 +138,11 @@ impl Llm {
         &self.stats
     }
 
+    /// The counters, shared (for the metrics registry).
+    pub fn stats_handle(&self) -> Arc<LlmStats> {
+        self.stats.clone()
+    }
+
     /// One completion of a system + user prompt.
     pub async fn chat(&self, system: &str, user: &str, sampling: Sampling) -> Result<Completion, LlmError> {
         match &self.model {

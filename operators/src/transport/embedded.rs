@@ -33,6 +33,9 @@ struct Inner {
     /// (spacejam/sled#1308; seen here with 8 concurrent questions: every sled IO thread parked
     /// in `make_stable_inner`).
     flushing: tokio::sync::Mutex<()>,
+    /// Unit tests of the code above the log: produces to this topic fail.
+    #[cfg(test)]
+    fail_produce_to: Mutex<Option<String>>,
 }
 
 fn encode_record(timestamp_ms: i64, key: &[u8], payload: &[u8]) -> Vec<u8> {
@@ -76,7 +79,15 @@ impl EmbeddedLog {
         })?;
         let groups = db.open_tree(GROUPS_TREE)?;
         Ok(EmbeddedLog {
-            inner: Arc::new(Inner { db, groups, append: Mutex::new(HashMap::new()), grown: Notify::new(), flushing: tokio::sync::Mutex::new(()) }),
+            inner: Arc::new(Inner {
+                db,
+                groups,
+                append: Mutex::new(HashMap::new()),
+                grown: Notify::new(),
+                flushing: tokio::sync::Mutex::new(()),
+                #[cfg(test)]
+                fail_produce_to: Mutex::new(None),
+            }),
         })
     }
 
@@ -90,6 +101,12 @@ impl EmbeddedLog {
 
     /// Appends `outputs` in order and returns once they are on disk.
     pub async fn produce(&self, outputs: &[Output]) -> Result<Vec<Position>, TransportError> {
+        #[cfg(test)]
+        if let Some(t) = self.inner.fail_produce_to.lock().unwrap().as_ref() {
+            if outputs.iter().any(|o| &o.topic == t) {
+                return Err(TransportError::Other(format!("injected produce failure on {t}")));
+            }
+        }
         let mut positions = Vec::with_capacity(outputs.len());
         let ts = now_ms();
         for out in outputs {
@@ -171,6 +188,14 @@ impl EmbeddedLog {
     pub fn flush(&self) -> Result<(), TransportError> {
         self.inner.db.flush()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+impl EmbeddedLog {
+    /// Makes every produce that includes `topic` fail (None: none fails).
+    pub(crate) fn fail_produce_to(&self, topic: Option<&str>) {
+        *self.inner.fail_produce_to.lock().unwrap() = topic.map(str::to_string);
     }
 }
 

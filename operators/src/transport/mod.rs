@@ -42,6 +42,54 @@ pub struct Position {
     pub offset: i64,
 }
 
+/// Which transport a process uses: Kafka when brokers are given, else the embedded log of its
+/// data directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransportConfig {
+    /// Kafka bootstrap servers; None: the embedded transport.
+    pub brokers: Option<String>,
+    /// Raw librdkafka options (SASL, TLS...).
+    pub kafka_options: Vec<(String, String)>,
+    /// Partitions of the Kafka topics this process creates.
+    pub partitions: i32,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig { brokers: None, kafka_options: Vec::new(), partitions: 1 }
+    }
+}
+
+/// Why no transport could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("creating the topics: {0}")]
+    Topics(TransportError),
+    #[error(transparent)]
+    Open(#[from] crate::data_dir::OpenError),
+}
+
+/// Connects the transport `cfg` names: Kafka (creating missing topics), or the embedded log
+/// under `data`.
+pub async fn connect(cfg: &TransportConfig, topics: &crate::Topics, data: &crate::DataDir) -> Result<Transport, ConnectError> {
+    Ok(match &cfg.brokers {
+        Some(b) => connect_kafka(b, cfg, topics).await?,
+        None => Transport::Embedded(data.open_log()?),
+    })
+}
+
+/// Connects to the Kafka cluster at `brokers` with `cfg`'s options, creating missing topics.
+pub async fn connect_kafka(brokers: &str, cfg: &TransportConfig, topics: &crate::Topics) -> Result<Transport, ConnectError> {
+    let mut kc = kafka::KafkaConfig::new(brokers.to_string());
+    kc.partitions = cfg.partitions;
+    kc.options = cfg.kafka_options.iter().cloned().collect();
+    let t = kafka::KafkaTransport::connect(kc)?;
+    t.ensure_topics(&topics.all()).await.map_err(ConnectError::Topics)?;
+    Ok(Transport::Kafka(t))
+}
+
 /// The transport a process runs on, chosen once at start-up.
 #[derive(Clone)]
 pub enum Transport {

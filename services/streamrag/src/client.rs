@@ -2,28 +2,51 @@
 //! a running process, or straight into the data directory of a stopped embedded node.
 
 use std::io::BufRead;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
-use streamrag_operators::graph::GraphStore;
-use streamrag_operators::query::{self, Retriever};
-use streamrag_operators::transport::embedded::EmbeddedLog;
-use streamrag_operators::transport::{Output, Transport};
-use streamrag_operators::{Limits, Topics};
+use anyhow::{bail, Context, Result};
+use streamrag_operators::passages::DocsReader;
+use streamrag_operators::query;
+use streamrag_operators::retrieve::{Retriever, RetrieverChoice};
+use streamrag_operators::transport::{connect_kafka, Output, Transport, TransportConfig};
+use streamrag_operators::{DataDir, Limits, Topics};
 use streamrag_schemas::{decode, encode, Answer, Document, Query, SCHEMA_VERSION};
 
-use crate::node::{self, AnswerRouter, NodeConfig};
+use crate::node::AnswerRouter;
 
 /// Where a client sends its records.
 #[derive(Debug, Clone)]
 pub enum Target {
     /// The HTTP API of a running `streamrag run --http ADDR`.
     Http(String),
-    /// A Kafka cluster.
-    Kafka { brokers: String, options: Vec<(String, String)> },
+    /// A Kafka cluster (`brokers` is set).
+    Kafka(TransportConfig),
     /// The embedded log of a data directory no process holds open.
-    Embedded(PathBuf),
+    Embedded(DataDir),
+}
+
+/// An HTTP request's failure in one line, naming the fix when nothing answers at `addr`.
+fn http_error(addr: &str, e: reqwest::Error) -> anyhow::Error {
+    if e.is_connect() {
+        anyhow::anyhow!(
+            "nothing answers at http://{addr}: is `streamrag run --http {addr}` running? (it serves HTTP once its models are loaded; wait for \"HTTP API listening\" in its log)"
+        )
+    } else if e.is_timeout() {
+        anyhow::anyhow!("http://{addr} did not answer in time")
+    } else {
+        anyhow::anyhow!("http://{addr}: {e}")
+    }
+}
+
+/// GETs a JSON document from a running process's HTTP API.
+pub async fn get_json(addr: &str, path: &str) -> Result<serde_json::Value> {
+    let resp = reqwest::get(format!("http://{addr}{path}")).await.map_err(|e| http_error(addr, e))?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| http_error(addr, e))?;
+    if !status.is_success() {
+        bail!("the server answered {status}: {text}");
+    }
+    Ok(serde_json::from_str(&text)?)
 }
 
 /// One input line: a document, a raw payload, or the reason it was rejected.
@@ -74,16 +97,8 @@ fn key_of(payload: &[u8]) -> String {
 
 async fn transport_for(target: &Target, topics: &Topics) -> Result<Transport> {
     match target {
-        Target::Kafka { brokers, options } => {
-            let mut cfg = NodeConfig::embedded(std::path::Path::new("."));
-            cfg.brokers = Some(brokers.clone());
-            cfg.kafka_options = options.clone();
-            cfg.topics = topics.clone();
-            node::connect(&cfg).await
-        }
-        Target::Embedded(dir) => Ok(Transport::Embedded(EmbeddedLog::open(&dir.join("log")).map_err(|e| {
-            anyhow!("{e}\nhint: while `streamrag run` holds {}, send to it with --http ADDR", dir.display())
-        })?)),
+        Target::Kafka(cfg) => Ok(connect_kafka(cfg.brokers.as_deref().unwrap_or_default(), cfg, topics).await?),
+        Target::Embedded(dir) => Ok(Transport::Embedded(dir.open_log()?)),
         Target::Http(_) => bail!("no transport for HTTP"),
     }
 }
@@ -117,7 +132,7 @@ pub async fn ingest(target: &Target, topics: &Topics, items: Vec<Line>) -> Resul
                     .body(body)
                     .send()
                     .await
-                    .with_context(|| format!("POST http://{addr}/documents"))?;
+                    .map_err(|e| http_error(addr, e))?;
                 let status = resp.status();
                 let text = resp.text().await.unwrap_or_default();
                 if !status.is_success() {
@@ -141,8 +156,9 @@ pub async fn ingest(target: &Target, topics: &Topics, items: Vec<Line>) -> Resul
     Ok(sent)
 }
 
-/// Asks a question and waits for its answer.
-pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option<u32>, timeout: Duration) -> Result<Answer> {
+/// Asks a question and waits for its answer. `retriever` is what answers from a data
+/// directory (a running node answers with its own).
+pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option<u32>, timeout: Duration, retriever: &RetrieverChoice) -> Result<Answer> {
     let q = Query { schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question: question.to_string(), top_k };
     match target {
         Target::Http(addr) => {
@@ -152,9 +168,9 @@ pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option
                 .json(&serde_json::json!({ "question": q.question, "top_k": q.top_k, "query_id": q.query_id }))
                 .send()
                 .await
-                .with_context(|| format!("POST http://{addr}/query"))?;
+                .map_err(|e| http_error(addr, e))?;
             let status = resp.status();
-            let text = resp.text().await?;
+            let text = resp.text().await.map_err(|e| http_error(addr, e))?;
             if !status.is_success() {
                 bail!("the server answered {status}: {text}");
             }
@@ -178,13 +194,29 @@ pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option
             }
         }
         Target::Embedded(dir) => {
-            // No process holds the directory: answer from its graph directly.
-            let store = GraphStore::open(&dir.join("graph")).map_err(|e| {
-                anyhow!("{e}\nhint: while `streamrag run` holds {}, ask it with --http ADDR", dir.display())
-            })?;
-            let g = store.load()?;
-            query::validate(&q, &Limits::default()).map_err(|e| anyhow!(e.message))?;
-            query::answer(&g, &Retriever::default(), &q).map_err(anyhow::Error::msg)
+            // No process holds the directory: answer from its graph directly, with the
+            // retriever the node is configured with.
+            query::validate(&q, &Limits::default())?;
+            let store = dir.open_graph()?;
+            let (choice, dir, topics) = (retriever.clone(), dir.clone(), topics.clone());
+            tokio::task::spawn_blocking(move || -> Result<Answer> {
+                let g = store.load()?;
+                let r = choice.load()?;
+                if let Retriever::Dense(index) = &r {
+                    // the dense index is kept from the docs topic: read it from the log
+                    let reader = DocsReader::new(topics.clone(), vec![index.clone()]);
+                    let log = dir.open_log()?;
+                    let mut from = 0;
+                    loop {
+                        let batch = log.read(&topics.docs, from, 1024)?;
+                        let Some(last) = batch.last() else { break };
+                        from = last.offset + 1;
+                        reader.apply(&batch)?;
+                    }
+                }
+                Ok(query::answer(&g, &r, &q)?)
+            })
+            .await?
         }
     }
 }

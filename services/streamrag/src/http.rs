@@ -12,7 +12,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use streamrag_operators::openie;
+use streamrag_operators::{openie, StageError};
 use streamrag_schemas::{Document, Query, SCHEMA_VERSION};
 
 use crate::node::Node;
@@ -55,7 +55,7 @@ async fn health(State(s): State<Arc<ApiState>>) -> Json<Value> {
     Json(json!({
         "status": "ok",
         "transport": s.node.transport.name(),
-        "stages": s.node.config.stages,
+        "stages": s.node.config.stages.iter().map(|k| k.name()).collect::<Vec<_>>(),
         "started_from_snapshot": s.node.started_from,
     }))
 }
@@ -70,42 +70,20 @@ async fn stats(State(s): State<Arc<ApiState>>) -> Response {
     }
 }
 
-/// Prometheus text exposition: the LLMs' calls and tokens, the extractor's cache, the graph.
-async fn metrics(State(s): State<Arc<ApiState>>) -> Response {
-    use std::fmt::Write;
-    use std::sync::atomic::Ordering::Relaxed;
+/// Prometheus text exposition of the process's metrics (stages, freshness, LLMs, graph).
+async fn metrics() -> Response {
     let mut out = String::new();
-    type Counter = fn(&streamrag_operators::llm::LlmStats) -> u64;
-    let families: [(&str, &str, Counter); 6] = [
-        ("streamrag_llm_calls_total", "LLM requests sent (retries included)", |st| st.calls.load(Relaxed)),
-        ("streamrag_llm_failures_total", "LLM requests that failed", |st| st.failures.load(Relaxed)),
-        ("streamrag_llm_prompt_tokens_total", "Prompt tokens sent to the LLM", |st| st.prompt_tokens.load(Relaxed)),
-        ("streamrag_llm_completion_tokens_total", "Tokens the LLM generated", |st| st.completion_tokens.load(Relaxed)),
-        ("streamrag_llm_prefill_microseconds_total", "Local model: time reading prompts", |st| st.prefill_us.load(Relaxed)),
-        ("streamrag_llm_decode_microseconds_total", "Local model: time generating", |st| st.decode_us.load(Relaxed)),
-    ];
-    for (name, help, get) in families {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        for (role, llm) in &s.node.llms {
-            let _ = writeln!(out, "{name}{{role=\"{role}\",model=\"{}\"}} {}", llm.model_id().replace('"', "'"), get(llm.stats()));
-        }
-    }
-    if let Some(x) = &s.node.extractor {
-        for (name, help, v) in [
-            ("streamrag_llm_cache_hits_total", "Extraction steps answered from the LLM response cache", x.stats.cache_hits.load(Relaxed)),
-            ("streamrag_llm_cache_misses_total", "Extraction steps that needed the LLM", x.stats.cache_misses.load(Relaxed)),
-            ("streamrag_llm_unreadable_total", "LLM responses that did not parse", x.stats.unreadable.load(Relaxed)),
-            ("streamrag_llm_dropped_triples_total", "Extracted triples dropped by validation", x.stats.dropped_triples.load(Relaxed)),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        }
-    }
     streamrag_operators::metrics::global().render(&mut out);
-    if let Some(g) = &s.node.graph {
-        let g = g.current();
-        let _ = writeln!(out, "# HELP streamrag_graph_documents Live documents in the graph\n# TYPE streamrag_graph_documents gauge\nstreamrag_graph_documents {}", g.document_count());
-    }
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// The status of a refused input: 413 when it is over a limit, else 400.
+fn status_of(e: &StageError) -> StatusCode {
+    if e.over_limit {
+        StatusCode::PAYLOAD_TOO_LARGE
+    } else {
+        StatusCode::BAD_REQUEST
+    }
 }
 
 /// Parses the body as one document or an array of documents, checking each.
@@ -125,10 +103,7 @@ fn parse_documents(body: &[u8], max_text: usize) -> Result<Vec<Document>, Respon
         if doc.schema_version != SCHEMA_VERSION {
             return Err(error(StatusCode::BAD_REQUEST, format!("document {i}: schema_version {} is not supported", doc.schema_version)));
         }
-        openie::validate(&doc, &limits).map_err(|e| {
-            let status = if e.message.contains("over the limit") { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
-            error(status, format!("document {i}: {}", e.message))
-        })?;
+        openie::validate(&doc, &limits).map_err(|e| error(status_of(&e), format!("document {i}: {}", e.message)))?;
         docs.push(doc);
     }
     Ok(docs)
@@ -173,7 +148,7 @@ async fn query(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Respo
     };
     let query = Query { schema_version: SCHEMA_VERSION, query_id: q.query_id.unwrap_or_else(new_query_id), question: q.question, top_k: q.top_k };
     if let Err(e) = streamrag_operators::query::validate(&query, &s.node.config.limits) {
-        return error(StatusCode::BAD_REQUEST, e.message);
+        return error(status_of(&e), e.message);
     }
     match s.node.ask(&query, s.answer_timeout).await {
         Ok(a) => Json(a).into_response(),
@@ -207,5 +182,7 @@ mod tests {
         assert_eq!(status(parse_documents(br#"[{"id":"a","text":"x"},{"text":"y"}]"#, 10)), StatusCode::BAD_REQUEST);
         assert_eq!(status(parse_documents(br#"{"id":"a"}"#, 10)), StatusCode::BAD_REQUEST);
         assert_eq!(status(parse_documents(br#"{"id":"a","text":"much too long"}"#, 10)), StatusCode::PAYLOAD_TOO_LARGE);
+        // the status comes from the error's kind: a message that merely mentions a limit is a 400
+        assert_eq!(status(parse_documents(br#"{"id":"over the limit"}"#, 10)), StatusCode::BAD_REQUEST);
     }
 }

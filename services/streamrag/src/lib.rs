@@ -1,27 +1,26 @@
-//! The streamrag binary's library: pipeline assembly, the HTTP API, the clients behind
-//! `ingest` and `ask`, and the synthetic corpus used by tests and benchmarks.
+//! The streamrag binary's library: the node that runs the stages, the commands, the HTTP API,
+//! the clients behind `ingest` and `ask`, and the datasets and synthetic corpus the
+//! benchmarks and tests use.
 //!
 //! # Layout
+//! - [`node`]: one process: the stages it runs (each built by its own constructor), the live
+//!   graph, answers routed back to askers, "drained", clean shutdown.
+//! - [`cmd`]: one module per command (`run`, `ingest`, `ask`, `stats`, `snapshot`, `replay`,
+//!   `demo`, `eval`, `train`, `glm`, `bench ...`), each with its own arguments.
+//! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`, `GET /metrics`.
+//! - [`client`]: ingest and ask over Kafka, HTTP, or the data directory of a stopped node.
 //! - [`config`]: the TOML config file and `STREAMRAG_KAFKA_OPT_*` variables.
-//! - [`glm_cmd`]: `streamrag glm inspect` and `streamrag bench glm`.
-//! - [`node`]: starts the stages of one process on the chosen transport, with clean shutdown.
-//! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`.
-//! - [`client`]: ingest and ask over Kafka, HTTP, or the embedded log of a data directory.
-//! - [`bench`]: `streamrag bench graph`.
 //! - [`dataset`]: retrieval datasets in the HippoRAG / GFM-RAG layouts.
-//! - [`retrieval_cmd`]: `streamrag eval` and `streamrag train`.
 //! - [`synth`]: a deterministic multi-hop corpus with questions and gold documents.
+//! - [`progress`]: progress bars on stderr.
 
-pub mod bench;
 pub mod client;
+pub mod cmd;
 pub mod config;
 pub mod dataset;
-pub mod glm_cmd;
 pub mod http;
 pub mod node;
 pub mod progress;
-pub mod resolve_bench;
-pub mod retrieval_cmd;
 pub mod synth;
 
 /// A new empty directory under the system's temporary folder, named `<prefix>-<pid>-<millis>`.

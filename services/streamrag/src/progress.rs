@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use streamrag_operators::snapshot::Progress;
+use streamrag_operators::progress::Progress;
 
 /// An indicatif bar counting rows.
 pub struct Bar {
@@ -58,5 +58,14 @@ impl Progress for Bar {
     fn inc(&mut self, rows: u64) {
         self.rows += rows;
         self.bar.inc(rows);
+    }
+    fn say(&mut self, status: String) {
+        Bar::say(self, status);
+    }
+    fn finish(&mut self) {
+        Bar::finish(self);
+    }
+    fn note(&mut self, line: String) {
+        self.bar.suspend(|| eprintln!("{line}"));
     }
 }

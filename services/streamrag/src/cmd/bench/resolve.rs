@@ -13,10 +13,11 @@
 //! title is a true merge, joining another entity a false one, staying new a miss.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
+use clap::Args;
 use streamrag_glm::SentenceEncoder;
 use streamrag_operators::normalize::normalize;
 use streamrag_operators::resolve::{EntityResolver, Resolution};
@@ -24,7 +25,35 @@ use streamrag_operators::resolve::{EntityResolver, Resolution};
 use crate::dataset::Dataset;
 use crate::synth::Lcg;
 
-pub struct BenchResolve<'a> {
+#[derive(Args)]
+pub struct BenchResolveArgs {
+    /// A dataset in the 2Wiki layout (the titles and passages supply the names).
+    #[arg(long, default_value = "../shared/datasets/2wikimultihopqa")]
+    pub dataset: PathBuf,
+    /// Sentence encoder directory (all-MiniLM-L6-v2).
+    #[arg(long, env = "STREAMRAG_MINILM_DIR")]
+    pub model: Option<PathBuf>,
+    /// Entity counts at which to measure.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    pub sizes: Vec<usize>,
+    /// New names resolved at each size.
+    #[arg(long, default_value_t = 2000)]
+    pub probe: usize,
+    /// Merge threshold (cosine).
+    #[arg(long, default_value_t = 0.8)]
+    pub threshold: f32,
+    /// Other thresholds at which to report alias precision / recall too.
+    #[arg(long, value_delimiter = ',')]
+    pub also_thresholds: Vec<f32>,
+}
+
+pub fn run(a: BenchResolveArgs) -> Result<()> {
+    let model = crate::cmd::minilm_dir(a.model);
+    crate::cmd::check_model_dir(&model, "--model")?;
+    bench(BenchResolve { dataset: &a.dataset, model: &model, sizes: a.sizes, probe: a.probe, threshold: a.threshold, also: a.also_thresholds })
+}
+
+struct BenchResolve<'a> {
     pub dataset: &'a Path,
     pub model: &'a Path,
     pub sizes: Vec<usize>,
@@ -65,7 +94,7 @@ fn names(ds: &Dataset, want: usize) -> Vec<String> {
     out
 }
 
-pub fn run(b: BenchResolve) -> Result<()> {
+fn bench(b: BenchResolve) -> Result<()> {
     let ds = Dataset::load(b.dataset)?;
     let enc = || SentenceEncoder::load(b.model, &candle_core::Device::Cpu).map_err(|e| anyhow!("loading {}: {e}", b.model.display()));
     aliases(&ds, enc()?, b.threshold)?;
@@ -86,7 +115,7 @@ pub fn run(b: BenchResolve) -> Result<()> {
     let refs: Vec<&str> = pool.iter().map(String::as_str).collect();
     let mut pool_vecs = Vec::with_capacity(pool.len());
     for chunk in refs.chunks(4096) {
-        pool_vecs.extend(e.embed_vecs(chunk).map_err(|e| anyhow!(e))?);
+        pool_vecs.extend(e.embed_vecs(chunk)?);
         eprint!("\rembedding names: {}/{}", pool_vecs.len(), pool.len());
     }
     eprintln!();
@@ -94,20 +123,20 @@ pub fn run(b: BenchResolve) -> Result<()> {
     println!("bench resolve: {} names embedded in {:.1} s ({:.0} names/s, all-MiniLM-L6-v2, CPU)", pool.len(), pool_embed_s, pool.len() as f64 / pool_embed_s);
     println!("| names resolved (entities) | probe | embed ms/name | decide ms/name (HNSW) | decide ms/name (exact) | exact/HNSW | same decision | merged | names/s end to end |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    let mut r = EntityResolver::open(e, b.threshold, None).map_err(|e| anyhow!(e))?;
+    let mut r = EntityResolver::open(e, b.threshold, None)?;
     let mut filled = 0;
     let mut sizes = b.sizes.clone();
     sizes.sort_unstable();
     for size in sizes {
         let items: Vec<(String, Vec<f32>)> = pool[filled..size].iter().map(|n| normalize(n)).zip(pool_vecs[filled..size].iter().cloned()).collect();
         let t = Instant::now();
-        r.resolve_embedded(&items).map_err(|e| anyhow!(e))?;
+        r.resolve_embedded(&items)?;
         eprintln!("filled to {size} names ({} entities) in {:.1} s", r.entities(), t.elapsed().as_secs_f64());
         filled = size;
         // The probe: embed, then decide, as the resolve stage does for names never seen.
         let t = Instant::now();
         let refs: Vec<&str> = probe.iter().map(String::as_str).collect();
-        let vecs = r.encoder().embed_vecs(&refs).map_err(|e| anyhow!(e))?;
+        let vecs = r.encoder().embed_vecs(&refs)?;
         let embed_s = t.elapsed().as_secs_f64();
         let norms: Vec<String> = probe.iter().map(|n| normalize(n)).collect();
         let t = Instant::now();
@@ -154,12 +183,12 @@ fn aliases(ds: &Dataset, enc: SentenceEncoder, threshold: f32) -> Result<()> {
         .filter_map(|t| split(t).map(|(base, _)| (base, *t)))
         .filter(|(base, _)| base_count[&normalize(base)] == 1 && !title_norms.contains(&normalize(base)))
         .collect();
-    let mut r = EntityResolver::open(enc, threshold, None).map_err(|e| anyhow!(e))?;
+    let mut r = EntityResolver::open(enc, threshold, None)?;
     let t = Instant::now();
-    let got = r.resolve_names(&titles).map_err(|e| anyhow!(e))?;
+    let got = r.resolve_names(&titles)?;
     let title_merges = got.iter().filter(|g| g.1 == Resolution::Merged).count();
     let bases: Vec<&str> = pairs.iter().map(|p| p.0.as_str()).collect();
-    let vecs = r.encoder().embed_vecs(&bases).map_err(|e| anyhow!(e))?;
+    let vecs = r.encoder().embed_vecs(&bases)?;
     let (mut tp, mut fp, mut miss) = (0usize, 0usize, 0usize);
     let mut examples = Vec::new();
     for ((base, title), v) in pairs.iter().zip(&vecs) {

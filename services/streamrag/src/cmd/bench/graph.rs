@@ -5,24 +5,19 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use clap::Args;
 use streamrag_operators::graph::{GraphState, GraphStore};
 use streamrag_operators::kg_writer::{KgWriter, LiveGraph};
 use streamrag_operators::runtime::Operator;
-use streamrag_operators::snapshot::{self, NoProgress};
+use streamrag_operators::metrics::quantile;
+use streamrag_operators::progress::NoProgress;
+use streamrag_operators::snapshot;
 use streamrag_operators::transport::Record;
 use streamrag_operators::Topics;
-use streamrag_schemas::{encode, EntityRef, GraphDelta, ResolvedTriple, SourceRef};
+use streamrag_schemas::{encode, EntityRef, GraphDelta, ResolvedTriple, SourceRef, SCHEMA_VERSION};
 
+use super::peak_rss_mib;
 use crate::synth::Lcg;
-
-/// Peak resident memory of this process (VmHWM), in MiB.
-pub fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
-}
 
 /// Synthetic pre-resolved documents: each links its own entity and random others (skewed
 /// towards frequent ones) by one of 40 relations.
@@ -44,7 +39,7 @@ impl Gen {
             triples.push(ResolvedTriple { subject_id: s.clone(), subject: s, relation: rel, object_id: o.clone(), object: o });
         }
         GraphDelta {
-            schema_version: 1,
+            schema_version: SCHEMA_VERSION,
             op: Default::default(),
             doc_id: format!("doc-{doc}"),
             title: format!("Document {doc}"),
@@ -59,13 +54,21 @@ fn record(topic: &str, offset: i64, d: &GraphDelta) -> Record {
     Record { topic: topic.into(), partition: 0, offset, key: Some(d.doc_id.clone().into_bytes()), payload: encode(d), timestamp_ms: 0 }
 }
 
-/// The `p` quantile (nearest rank) of `v`, which it sorts.
-pub fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
+#[derive(Args)]
+pub struct BenchGraphArgs {
+    /// Graph sizes in triples at which to measure.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
+    pub sizes: Vec<usize>,
+    /// Triples per synthetic document.
+    #[arg(long, default_value_t = 10)]
+    pub triples_per_doc: usize,
 }
 
-pub async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
+pub async fn run(a: BenchGraphArgs) -> Result<()> {
+    graph(&a.sizes, a.triples_per_doc).await
+}
+
+async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
     let mut sizes = sizes.to_vec();
     sizes.sort_unstable();
     let largest = *sizes.last().context("no sizes")?;
@@ -116,8 +119,8 @@ pub async fn graph(sizes: &[usize], per_doc: usize) -> Result<()> {
             "{:>10} {:>12.0} {:>14.3} {:>14.3} {:>14.0}",
             live.current().triple_count(),
             sent_triples as f64 / apply_s,
-            percentile(&mut lat, 0.5),
-            percentile(&mut lat, 0.95),
+            quantile(&mut lat, 0.5),
+            quantile(&mut lat, 0.95),
             peak_rss_mib()
         );
     }

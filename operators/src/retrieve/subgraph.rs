@@ -1,4 +1,4 @@
-//! Subgraph selection for the GLM (glm.md §1.2, the paper's App. B.2): the triplets that join
+//! Subgraph selection for the GLM (docs/glm.md, "Retrieval", step 2; the paper's App. B.2): the triplets that join
 //! two seed entities first, then a randomized breadth-first search from the seeds fills the
 //! budget, hop by hop, up to `max_hops`. Within a hop the frontier entities take turns (each
 //! adds one of its not yet chosen triplets, in a shuffled order), so a hub seed cannot crowd

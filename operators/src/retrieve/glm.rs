@@ -1,7 +1,7 @@
-//! The GLM retriever inside the query stage (glm.md §1): link seeds, select the subgraph from
-//! the live graph, encode it with the question on the GLM, score entities with the head, and
-//! hand the top entities to the IDF document ranker. Questions of one batch share forward
-//! passes. Training (`streamrag train`) prepares its examples with the same functions.
+//! The GLM retriever (docs/glm.md, "Retrieval"): link seeds, select the subgraph from the live
+//! graph, encode it with the question on the GLM, score entities with the head, and hand the
+//! top entities to the IDF document ranker. Questions of one batch share forward passes.
+//! Training ([`super::train`]) prepares its examples with the same functions.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -10,11 +10,14 @@ use std::sync::Mutex;
 use candle_core::{Device, Tensor};
 use streamrag_glm::graph::{Entity, TokenizedGraph, Triplet};
 use streamrag_glm::sentence::dot;
-use streamrag_glm::GlmModel;
+use streamrag_glm::{GlmModel, Result};
 
 use crate::graph::GraphState;
-use crate::query::{display_name, exact_seeds, rank_documents, supporting_triples, word_candidates, Retrieved};
-use crate::subgraph::{select, SubgraphParams};
+
+use super::rank::{display_name, rank_documents, supporting_triples};
+use super::seeds::{exact_seeds, word_candidates};
+use super::subgraph::{select, SubgraphParams};
+use super::Retrieved;
 
 /// Candidates (sharing a question word) whose names are compared with the question when no
 /// entity name occurs in it.
@@ -39,42 +42,13 @@ pub struct GlmRetriever {
     names: Mutex<HashMap<String, Vec<f32>>>,
 }
 
-/// The first GPU. A CUDA build loads libcuda at run time and panics where there is none
-/// (cudarc's dynamic loading): the probe runs under `catch_unwind`, its panic message silenced,
-/// and that case becomes an error.
-pub fn cuda_device() -> Result<Device, String> {
-    if !candle_core::utils::cuda_is_available() {
-        return Err("this binary was built without CUDA (cargo build --features cuda)".into());
-    }
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let d = std::panic::catch_unwind(|| Device::new_cuda(0));
-    std::panic::set_hook(hook);
-    match d {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err("no CUDA driver (libcuda) on this machine".into()),
-    }
-}
-
-/// The device the GLM runs on: the first GPU when built with CUDA and one is usable, else the
-/// CPU.
-pub fn default_device() -> Device {
-    if !candle_core::utils::cuda_is_available() {
-        return Device::Cpu;
-    }
-    cuda_device().unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "no usable GPU; the GLM runs on the CPU");
-        Device::Cpu
-    })
-}
-
 impl GlmRetriever {
     pub fn new(model: GlmModel) -> Self {
         GlmRetriever { model, max_ngram: 10, batch_size: 4, names: Mutex::new(HashMap::new()) }
     }
 
     /// Loads a checkpoint written by `streamrag train`.
-    pub fn load(checkpoint: &Path, device: &Device) -> Result<Self, String> {
+    pub fn load(checkpoint: &Path, device: &Device) -> Result<Self> {
         Ok(Self::new(GlmModel::load(checkpoint, device)?))
     }
 
@@ -84,7 +58,7 @@ impl GlmRetriever {
 
     /// Seeds: entity names found in the question; failing that, the candidates sharing its
     /// rarest words whose names are most similar to it (sentence embeddings, cosine).
-    pub fn link(&self, g: &GraphState, question: &str, qvec: &[f32]) -> Result<Vec<String>, String> {
+    pub fn link(&self, g: &GraphState, question: &str, qvec: &[f32]) -> Result<Vec<String>> {
         let exact = exact_seeds(g, question, self.max_ngram);
         if !exact.is_empty() {
             return Ok(exact);
@@ -112,7 +86,7 @@ impl GlmRetriever {
     }
 
     /// Seeds, subgraph and the encoder's graph for one question.
-    pub fn prepare(&self, g: &GraphState, question: &str, qvec: &[f32]) -> Result<Prepared, String> {
+    pub fn prepare(&self, g: &GraphState, question: &str, qvec: &[f32]) -> Result<Prepared> {
         let seeds = self.link(g, question, qvec)?;
         let name = |id: &str| display_name(g, id);
         let triplets: Vec<Triplet> = select(g, &seeds, question, &self.params())
@@ -129,29 +103,29 @@ impl GlmRetriever {
 
     /// Entity scores (logits) per graph, best first, in forward passes of `batch_size`.
     /// `qemb` holds one question embedding per graph.
-    pub fn score(&self, graphs: &[&TokenizedGraph], qemb: &Tensor) -> Result<Vec<Vec<(String, f32)>>, String> {
+    pub fn score(&self, graphs: &[&TokenizedGraph], qemb: &Tensor) -> Result<Vec<Vec<(String, f32)>>> {
         let mut out = Vec::with_capacity(graphs.len());
         for (i, chunk) in graphs.chunks(self.batch_size.max(1)).enumerate() {
             let start = i * self.batch_size.max(1);
-            let q = qemb.narrow(0, start, chunk.len()).map_err(|e| e.to_string())?;
+            let q = qemb.narrow(0, start, chunk.len())?;
             out.extend(self.model.score_with(chunk, &q)?);
         }
         Ok(out)
     }
 
     /// Retrieves for each (question, top_k).
-    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>, String> {
+    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>> {
         if qs.is_empty() {
             return Ok(vec![]);
         }
         let texts: Vec<&str> = qs.iter().map(|q| q.0).collect();
         let qemb = self.model.question.embed(&texts)?;
-        let qv = qemb.to_vec2::<f32>().map_err(|e| e.to_string())?;
+        let qv = qemb.to_vec2::<f32>()?;
         let prepared: Vec<Prepared> = texts.iter().zip(&qv).map(|(q, v)| self.prepare(g, q, v)).collect::<Result<_, _>>()?;
         let with_graph: Vec<usize> = (0..qs.len()).filter(|&i| prepared[i].graph.is_some()).collect();
         let graphs: Vec<&TokenizedGraph> = with_graph.iter().map(|&i| prepared[i].graph.as_ref().expect("filtered")).collect();
-        let rows = Tensor::new(with_graph.iter().map(|&i| i as u32).collect::<Vec<_>>(), qemb.device()).map_err(|e| e.to_string())?;
-        let scores = if graphs.is_empty() { vec![] } else { self.score(&graphs, &qemb.index_select(&rows, 0).map_err(|e| e.to_string())?)? };
+        let rows = Tensor::new(with_graph.iter().map(|&i| i as u32).collect::<Vec<_>>(), qemb.device())?;
+        let scores = if graphs.is_empty() { vec![] } else { self.score(&graphs, &qemb.index_select(&rows, 0)?)? };
         let mut by_q: HashMap<usize, Vec<(String, f32)>> = with_graph.into_iter().zip(scores).collect();
         Ok(prepared
             .iter()

@@ -1,0 +1,147 @@
+//! `streamrag bench glm`: GLM encoder latency and throughput on a synthetic subgraph with T5
+//! dimensions (random weights), on the CPU or the GPU; `--dump-inputs` writes the inputs the
+//! PyTorch comparison (scripts/device) reads.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Result};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use clap::Args;
+use streamrag_glm::graph::{self, LabelTokenizer, Mode, TokenizedGraph, Triplet};
+use streamrag_glm::{Batch, T5Config, T5GraphEncoder};
+use streamrag_operators::metrics::quantile;
+
+use super::peak_rss_mib;
+use crate::cmd::glm::EXTRA_BUCKETS;
+use crate::cmd::parse_device;
+
+#[derive(Args)]
+pub struct BenchGlmArgs {
+    /// T5 sizes: small, base, large.
+    #[arg(long, value_delimiter = ',', default_value = "small,base")]
+    pub models: Vec<String>,
+    /// Triplets in the subgraph.
+    #[arg(long, default_value_t = 600)]
+    pub triplets: usize,
+    /// Batch sizes.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub batch: Vec<usize>,
+    /// cpu, or cuda (needs a build with --features cuda).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// f32, bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Timed runs per configuration.
+    #[arg(long, default_value_t = 5)]
+    pub iters: usize,
+    /// Untimed runs first (the first CUDA call compiles kernels).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Write each model's batch-1 inputs here (for the PyTorch comparison).
+    #[arg(long)]
+    pub dump_inputs: Option<PathBuf>,
+}
+
+struct BenchGlm<'a> {
+    models: &'a [String],
+    triplets: usize,
+    batches: &'a [usize],
+    device: Device,
+    dtype: DType,
+    iters: usize,
+    warmup: usize,
+    dump: Option<&'a Path>,
+}
+
+/// Word-level stand-in tokenizer for benchmarks: each word a fixed id in the vocabulary.
+struct HashWords(u32);
+impl LabelTokenizer for HashWords {
+    fn label_ids(&self, label: &str) -> streamrag_glm::Result<Vec<u32>> {
+        Ok(label
+            .split_whitespace()
+            .map(|w| 2 + (w.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3)) % (self.0 as u64 - 2)) as u32)
+            .collect())
+    }
+    fn sentence_ids(&self, text: &str) -> streamrag_glm::Result<Vec<u32>> {
+        let mut v = self.label_ids(text)?;
+        v.push(1);
+        Ok(v)
+    }
+}
+
+/// A 2-hop-like subgraph of `n` triplets over ~n/1.5 entities with 3-token names and 2-token
+/// relations, and a 16-word question (global mode, text attached: the paper's setting).
+pub fn synthetic_graph(n: usize, vocab: u32, seed: usize) -> TokenizedGraph {
+    let ents = (n * 2 / 3).max(2);
+    let ts: Vec<Triplet> = (0..n)
+        .map(|i| {
+            let h = (i * 7 + seed) % ents;
+            let t = (i * 13 + 5 + seed) % ents;
+            Triplet::named(&format!("ent{h} name{h} x{h}"), &format!("rel{} of", i % 50), &format!("ent{t} name{t} x{t}"))
+        })
+        .collect();
+    let q = "which entity is the relation of the other entity and where was it born in the year";
+    graph::build(&ts, Some(q), Mode::Global, &HashWords(vocab)).expect("synthetic graph")
+}
+
+pub fn run(args: BenchGlmArgs) -> Result<()> {
+    let a = BenchGlm {
+        models: &args.models,
+        triplets: args.triplets,
+        batches: &args.batch,
+        device: parse_device(&args.device)?,
+        dtype: match args.dtype.as_str() {
+            "f32" => DType::F32,
+            "bf16" => DType::BF16,
+            "f16" => DType::F16,
+            d => bail!("--dtype {d}: f32, bf16 or f16"),
+        },
+        iters: args.iters.max(1),
+        warmup: args.warmup,
+        dump: args.dump_inputs.as_deref(),
+    };
+    println!(
+        "bench glm: {} triplets + question (global mode), random weights, {:?} on {:?}, {} warm-up + {} timed runs",
+        a.triplets, a.dtype, a.device, a.warmup, a.iters
+    );
+    println!("{:>6} {:>6} {:>7} {:>10} {:>10} {:>10} {:>12}", "model", "batch", "tokens", "p50 ms", "p95 ms", "queries/s", "peak RSS MiB");
+    for m in a.models {
+        let cfg = T5Config::preset(m).ok_or_else(|| anyhow!("unknown model {m:?} (small, base, large)"))?;
+        let vm = candle_nn::VarMap::new();
+        let vb = VarBuilder::from_varmap(&vm, a.dtype, &a.device);
+        let enc = T5GraphEncoder::new(vb, cfg.clone(), EXTRA_BUCKETS)?;
+        // small random weights so activations stay finite
+        for var in vm.all_vars() {
+            let t = var.as_tensor();
+            let r = Tensor::randn(0f32, 0.02, t.shape(), &a.device)?.to_dtype(a.dtype)?;
+            var.set(&r)?;
+        }
+        for &b in a.batches {
+            // the same graph b times: the PyTorch comparison repeats the dumped batch-1 input
+            let graphs: Vec<TokenizedGraph> = (0..b).map(|_| synthetic_graph(a.triplets, cfg.vocab_size as u32, 0)).collect();
+            let refs: Vec<&TokenizedGraph> = graphs.iter().collect();
+            let batch = Batch::new(&refs, enc.mask_bucket(), a.dtype, &a.device)?;
+            if let (Some(path), 1) = (a.dump, b) {
+                let tensors = [("input_ids", batch.input_ids.clone()), ("buckets", batch.buckets.clone()), ("token_mask", batch.token_mask.to_dtype(DType::F32)?)];
+                candle_core::safetensors::save(&tensors.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), path.join(format!("inputs-{m}.safetensors")))?;
+            }
+            let mut times = Vec::new();
+            for i in 0..a.warmup + a.iters {
+                let t = Instant::now();
+                let out = enc.encode(&batch)?;
+                // wait for the device: read one number back
+                let _ = out[0].flatten_all()?.get(0)?.to_dtype(DType::F32)?.to_scalar::<f32>()?;
+                if i >= a.warmup {
+                    times.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            let p50 = quantile(&mut times, 0.5);
+            let p95 = quantile(&mut times, 0.95);
+            println!("{:>6} {:>6} {:>7} {:>10.2} {:>10.2} {:>10.2} {:>12.0}", m, b, graphs[0].len(), p50, p95, b as f64 * 1e3 / p50, peak_rss_mib());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! `streamrag bench ...`: benchmarks that print figures, each against a baseline measured in
+//! the same command.
+
+pub mod freshness;
+pub mod glm;
+pub mod graph;
+pub mod pipeline;
+pub mod resolve;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use crate::config::FileConfig;
+use crate::node::NodeConfig;
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Documents/s through the whole pipeline with the built-in extractor.
+    Pipeline(pipeline::BenchPipelineArgs),
+    /// kg-writer apply rate and update latency at growing graph sizes, then snapshot and
+    /// replay time and peak memory at the largest.
+    Graph(graph::BenchGraphArgs),
+    /// GLM encoder latency and throughput on a synthetic subgraph with T5 dimensions.
+    Glm(glm::BenchGlmArgs),
+    /// Freshness (document topic timestamp -> queryable) and consumer lag while documents with
+    /// pre-extracted triples stream in at a fixed rate.
+    Freshness(freshness::BenchFreshnessArgs),
+    /// Entity resolution: names/s at growing entity counts (HNSW against exact search), and
+    /// merge precision / recall on aliases built from 2WikiMultihopQA titles.
+    Resolve(resolve::BenchResolveArgs),
+}
+
+pub async fn run(cmd: BenchCmd, file: FileConfig) -> Result<()> {
+    match cmd {
+        BenchCmd::Pipeline(a) => pipeline::run(a, file).await,
+        BenchCmd::Graph(a) => graph::run(a).await,
+        BenchCmd::Glm(a) => glm::run(a),
+        BenchCmd::Freshness(a) => freshness::run(a, file).await,
+        BenchCmd::Resolve(a) => tokio::task::spawn_blocking(move || resolve::run(a)).await?,
+    }
+}
+
+/// Peak resident memory of this process (VmHWM), in MiB.
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// On Kafka, fresh topics and groups so a benchmark's figures are its run's alone.
+fn isolate_bench_run(cfg: &mut NodeConfig) {
+    if cfg.transport.brokers.is_some() {
+        let run_id = streamrag_operators::transport::now_ms();
+        for name in cfg.topics.all_mut() {
+            *name = format!("{name}.bench-{run_id}");
+        }
+        cfg.group_prefix = format!("streamrag.bench-{run_id}");
+    }
+}

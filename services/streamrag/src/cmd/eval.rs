@@ -1,0 +1,219 @@
+//! `streamrag eval`: a dataset's corpus goes through the real pipeline (embedded transport);
+//! its questions go through the query stage; the report gives document recall per question
+//! type, with the latency.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use futures::StreamExt;
+use serde_json::json;
+use streamrag_operators::metrics::quantile;
+use streamrag_operators::progress::Progress;
+use streamrag_operators::retrieve::RetrieverChoice;
+use streamrag_schemas::{Query, SCHEMA_VERSION};
+
+use super::minilm_dir;
+use crate::dataset::{parse_range, Dataset, Question};
+use crate::node::{Node, NodeConfig, Tasks};
+use crate::progress::Bar;
+use crate::synth::recall_at;
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// A dataset directory (HippoRAG / GFM-RAG layout, e.g. ../shared/datasets/2wikimultihopqa).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// glm, ppr or dense.
+    #[arg(long, default_value = "ppr")]
+    pub retriever: String,
+    /// A checkpoint `streamrag train` wrote (for --retriever glm).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Question indices A..B (B exclusive); default all.
+    #[arg(long, default_value = "0..")]
+    pub questions: String,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Data directory for the pipeline (default: a temporary one, removed after).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// The sentence encoder (all-MiniLM-L6-v2 directory) of the dense retriever.
+    #[arg(long)]
+    pub sentence_model: Option<PathBuf>,
+    /// Questions in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// GLM graphs per forward pass.
+    #[arg(long, default_value_t = 4)]
+    pub glm_batch: usize,
+}
+
+pub async fn run(a: EvalArgs) -> Result<()> {
+    eval(EvalOptions {
+        dataset: a.dataset,
+        retriever: a.retriever,
+        checkpoint: a.checkpoint,
+        questions: parse_range(&a.questions)?,
+        report: a.report,
+        data: a.data,
+        sentence_model: minilm_dir(a.sentence_model),
+        concurrency: a.concurrency,
+        glm_batch: a.glm_batch,
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Starts an embedded node under `data` (a fresh temporary directory when None) and sends the
+/// corpus through it; returns when every stage has caught up.
+pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
+    let (dir, temp) = match data {
+        Some(d) => (d.to_path_buf(), false),
+        None => (crate::scratch_dir("streamrag-eval")?, true),
+    };
+    let mut cfg = NodeConfig::embedded(&dir);
+    cfg.query.retriever = retriever;
+    let (node, tasks) = Node::start(cfg).await?;
+    let t0 = Instant::now();
+    let mut bar = Bar::counting("docs");
+    bar.start("ingest", ds.corpus.len() as u64);
+    for chunk in ds.corpus.chunks(500) {
+        node.publish_documents(chunk).await?;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish();
+    node.wait_drained(Duration::from_secs(4 * 3600)).await?;
+    Ok((node, tasks, dir, temp, t0.elapsed().as_secs_f64()))
+}
+
+pub struct EvalOptions {
+    pub dataset: PathBuf,
+    pub retriever: String,
+    pub checkpoint: Option<PathBuf>,
+    pub questions: Range<usize>,
+    pub report: Option<PathBuf>,
+    pub data: Option<PathBuf>,
+    pub sentence_model: PathBuf,
+    /// Questions in flight at once (the GLM batches them).
+    pub concurrency: usize,
+    pub glm_batch: usize,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    n: usize,
+    r2: f64,
+    r5: f64,
+}
+
+impl Acc {
+    fn add(&mut self, r2: f64, r5: f64) {
+        self.n += 1;
+        self.r2 += r2;
+        self.r5 += r5;
+    }
+    fn json(&self) -> serde_json::Value {
+        let d = self.n.max(1) as f64;
+        json!({"n": self.n, "recall@2": round1(100.0 * self.r2 / d), "recall@5": round1(100.0 * self.r5 / d)})
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+pub async fn eval(o: EvalOptions) -> Result<serde_json::Value> {
+    let ds = Dataset::load(&o.dataset)?;
+    let questions: Vec<&Question> = ds.select(&o.questions);
+    if questions.is_empty() {
+        bail!("no questions with gold passages in {:?}", o.questions);
+    }
+    // a checkpoint matters only to the GLM (eval ignores it for the baselines)
+    let checkpoint = o.checkpoint.clone().filter(|_| o.retriever == "glm");
+    let choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, o.sentence_model.clone())?;
+    if let RetrieverChoice::Dense { model } = &choice {
+        super::check_model_dir(model, "--sentence-model")?;
+    }
+    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice).await?;
+    let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
+    eprintln!("indexed {} passages in {index_s:.1}s: {} entities, {} triples", ds.corpus.len(), stats.entities, stats.triples);
+    let t0 = Instant::now();
+    let mut bar = Bar::counting("questions");
+    bar.start(&o.retriever, questions.len() as u64);
+    let node2 = node.clone();
+    let mut answers: Vec<(usize, streamrag_schemas::Answer)> = futures::stream::iter(questions.iter().enumerate())
+        .map(|(i, q)| {
+            let node = node2.clone();
+            let query = Query { schema_version: SCHEMA_VERSION, query_id: format!("eval-{}-{}", q.index, q.id), question: q.text.clone(), top_k: Some(5) };
+            async move { node.ask(&query, Duration::from_secs(3600)).await.map(|a| (i, a)) }
+        })
+        .buffer_unordered(o.concurrency.max(1))
+        .inspect(|_| bar.inc(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_>>()?;
+    bar.finish();
+    let ask_s = t0.elapsed().as_secs_f64();
+    tasks.join(&node).await?;
+    if temp {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    answers.sort_by_key(|(i, _)| *i);
+    let (mut all, mut resolved) = (Acc::default(), Acc::default());
+    let mut by_type: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut latencies = Vec::new();
+    let mut per_question = Vec::new();
+    for (i, a) in &answers {
+        let q = questions[*i];
+        let ranked: Vec<String> = a.documents.iter().map(|d| d.id.clone()).collect();
+        let (r2, r5) = (recall_at(&ranked, &q.gold, 2), recall_at(&ranked, &q.gold, 5));
+        all.add(r2, r5);
+        if q.fully_resolved {
+            resolved.add(r2, r5);
+        }
+        by_type.entry(q.kind.clone()).or_default().add(r2, r5);
+        latencies.push(a.latency_ms);
+        per_question.push(json!({"index": q.index, "id": q.id, "type": q.kind, "recall@2": r2, "recall@5": r5, "seeds": a.seeds, "top5": ranked}));
+    }
+    let report = json!({
+        "dataset": o.dataset.display().to_string(),
+        "retriever": o.retriever,
+        "checkpoint": o.checkpoint.as_ref().map(|c| c.display().to_string()),
+        "questions": format!("{}..{}", o.questions.start, o.questions.end.min(ds.questions.len())),
+        "unit": "percent",
+        "n": all.n,
+        "recall@2": all.json()["recall@2"],
+        "recall@5": all.json()["recall@5"],
+        "fully_resolved": resolved.json(),
+        "by_type": by_type.iter().map(|(k, v)| (k.clone(), v.json())).collect::<serde_json::Map<_, _>>(),
+        "graph": {"documents": stats.documents, "entities": stats.entities, "triples": stats.triples},
+        "index_seconds": round1(index_s),
+        "ask_seconds": round1(ask_s),
+        "latency_ms": {"p50": round1(quantile(&mut latencies, 0.5)), "p95": round1(quantile(&mut latencies, 0.95))},
+        "per_question": per_question,
+    });
+    println!("eval {} on {} ({} questions, {}):", o.retriever, o.dataset.display(), all.n, report["questions"].as_str().unwrap_or(""));
+    println!("  {:<22} {:>5} {:>9} {:>9}", "", "n", "Recall@2", "Recall@5");
+    let row = |name: &str, a: &Acc| {
+        let j = a.json();
+        println!("  {:<22} {:>5} {:>9.1} {:>9.1}", name, a.n, j["recall@2"].as_f64().unwrap_or(0.0), j["recall@5"].as_f64().unwrap_or(0.0));
+    };
+    row("all", &all);
+    row("fully resolved gold", &resolved);
+    for (k, v) in &by_type {
+        row(k, v);
+    }
+    println!("  query latency p50 {} ms, p95 {} ms; {ask_s:.1}s for all questions", report["latency_ms"]["p50"], report["latency_ms"]["p95"]);
+    if let Some(p) = &o.report {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", p.display()))?;
+        println!("  report: {}", p.display());
+    }
+    Ok(report)
+}

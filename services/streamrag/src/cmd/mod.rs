@@ -1,0 +1,107 @@
+//! One module per command, each with its own arguments; `main.rs` only parses and dispatches.
+//! What several commands share lives here: how to reach a node ([`Conn`], [`TargetArgs`]) and
+//! where the sentence encoder is.
+
+pub mod ask;
+pub mod bench;
+pub mod demo;
+pub mod eval;
+pub mod glm;
+pub mod ingest;
+pub mod replay;
+pub mod run;
+pub mod snapshot;
+pub mod stats;
+pub mod train;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::Args;
+use streamrag_operators::transport::TransportConfig;
+
+use crate::client::Target;
+use crate::config::FileConfig;
+use crate::node::NodeConfig;
+
+/// How to reach a Kafka cluster.
+#[derive(Args, Clone, Debug)]
+pub struct Conn {
+    /// Kafka bootstrap servers (host:port,...). Without it: the embedded transport.
+    #[arg(long, env = "STREAMRAG_BROKERS")]
+    pub brokers: Option<String>,
+    /// Raw librdkafka option KEY=VALUE (SASL, TLS...), repeatable.
+    #[arg(long = "kafka-option", value_parser = parse_kv)]
+    pub kafka_options: Vec<(String, String)>,
+}
+
+impl Conn {
+    /// The transport these flags and the config file name.
+    pub fn transport(&self, file: &FileConfig) -> TransportConfig {
+        let mut kafka_options = file.kafka_options();
+        kafka_options.extend(self.kafka_options.iter().cloned());
+        TransportConfig { brokers: self.brokers.clone(), kafka_options, ..TransportConfig::default() }
+    }
+}
+
+/// Where `ingest` and `ask` send: Kafka, a running process's HTTP API, or a stopped node's
+/// data directory.
+#[derive(Args, Debug)]
+pub struct TargetArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+    /// A running process's HTTP API instead.
+    #[arg(long, conflicts_with = "brokers")]
+    pub http: Option<String>,
+    /// Data directory of a stopped embedded node (when neither --brokers nor --http).
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    pub data: PathBuf,
+}
+
+impl TargetArgs {
+    pub fn target(&self, file: &FileConfig) -> Target {
+        if let Some(h) = &self.http {
+            return Target::Http(h.clone());
+        }
+        if self.conn.brokers.is_some() {
+            return Target::Kafka(self.conn.transport(file));
+        }
+        Target::Embedded(streamrag_operators::DataDir::new(&self.data))
+    }
+}
+
+pub fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
+}
+
+/// A node's config from the connection flags and the config file's topics, limits and Kafka
+/// options (every stage, defaults elsewhere).
+pub fn node_config(conn: &Conn, data: &Path, file: &FileConfig) -> NodeConfig {
+    let mut cfg = NodeConfig::embedded(data);
+    cfg.transport = conn.transport(file);
+    cfg.topics = file.topics.clone();
+    cfg.limits = file.limits.clone();
+    cfg
+}
+
+/// Where the all-MiniLM-L6-v2 files are: the flag, else $STREAMRAG_MINILM_DIR, else .models/
+/// (what scripts/fetch-models.sh fills).
+pub fn minilm_dir(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("STREAMRAG_MINILM_DIR").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(".models/all-MiniLM-L6-v2"))
+}
+
+/// Fails in one line, naming the fix, when `dir` holds no sentence encoder.
+pub fn check_model_dir(dir: &Path, flag: &str) -> Result<()> {
+    if !dir.join("config.json").is_file() || !dir.join("model.safetensors").is_file() {
+        bail!(
+            "no sentence encoder at {} (config.json and model.safetensors): run scripts/fetch-models.sh, or point {flag} or STREAMRAG_MINILM_DIR at an all-MiniLM-L6-v2 directory",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `cpu` or `cuda`, as a device.
+pub fn parse_device(name: &str) -> Result<candle_core::Device> {
+    streamrag_glm::device::parse_device(name).map_err(|e| anyhow::anyhow!("--device {name}: {e}"))
+}

@@ -1,0 +1,200 @@
+//! `streamrag run`: the pipeline's stages in this process, until a signal or a fatal error.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use streamrag_operators::llm::openai::ApiKeySource;
+use streamrag_operators::llm::{LlmSettings, LlmSpec};
+use streamrag_operators::retrieve::RetrieverChoice;
+use streamrag_operators::stages::StageKind;
+
+use super::{minilm_dir, node_config, Conn};
+use crate::config::{self, FileConfig};
+use crate::http::{self, ApiState};
+use crate::node::Node;
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+    /// Data directory: the embedded log and the graph store.
+    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    pub data: PathBuf,
+    /// Serve the HTTP API on this address (e.g. 127.0.0.1:8080; a bare port binds to 127.0.0.1).
+    #[arg(long, env = "STREAMRAG_HTTP")]
+    pub http: Option<String>,
+    /// Comma-separated stages to run (default: all of openie,resolve,kg-writer,query).
+    #[arg(long, env = "STREAMRAG_STAGES", value_delimiter = ',')]
+    pub stages: Vec<String>,
+    /// Partitions for topics this process creates on Kafka.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: i32,
+    /// Largest accepted document text in bytes.
+    #[arg(long, env = "STREAMRAG_MAX_TEXT_BYTES")]
+    pub max_text_bytes: Option<usize>,
+    /// Periodic snapshots: the kg-writer writes them here; a query replica starts from the
+    /// newest one here.
+    #[arg(long, env = "STREAMRAG_SNAPSHOT_DIR")]
+    pub snapshot_dir: Option<PathBuf>,
+    /// Seconds between periodic snapshots (with --snapshot-dir; 0: none).
+    #[arg(long, env = "STREAMRAG_SNAPSHOT_EVERY_S", default_value_t = 300)]
+    pub snapshot_every_s: u64,
+    /// Periodic snapshots kept.
+    #[arg(long, default_value_t = 3)]
+    pub snapshot_keep: usize,
+    /// The query stage's retriever: ppr, glm (needs --checkpoint) or dense. Default: glm when
+    /// a checkpoint is given, else ppr.
+    #[arg(long, env = "STREAMRAG_RETRIEVER")]
+    pub retriever: Option<String>,
+    /// A GLM checkpoint `streamrag train` wrote.
+    #[arg(long, env = "STREAMRAG_GLM_CHECKPOINT")]
+    pub checkpoint: Option<PathBuf>,
+    /// GLM graphs per forward pass (concurrent queries share passes).
+    #[arg(long, env = "STREAMRAG_GLM_BATCH")]
+    pub glm_batch: Option<usize>,
+    /// The sentence encoder of the dense retriever (all-MiniLM-L6-v2 directory).
+    #[arg(long, env = "STREAMRAG_MINILM_DIR")]
+    pub sentence_model: Option<PathBuf>,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    /// Consumer-group prefix (groups are PREFIX.STAGE). A new prefix re-reads every topic from
+    /// the start: a replay.
+    #[arg(long, env = "STREAMRAG_GROUP_PREFIX")]
+    pub group_prefix: Option<String>,
+    /// Entity resolution by name embeddings with this sentence encoder (all-MiniLM-L6-v2
+    /// directory). Default: by normalised name only.
+    #[arg(long, env = "STREAMRAG_RESOLVE_MODEL")]
+    pub resolve_model: Option<PathBuf>,
+    /// Cosine at or above which a new name joins an existing entity (default 0.8).
+    #[arg(long)]
+    pub resolve_threshold: Option<f32>,
+}
+
+#[derive(Args, Clone, Default)]
+pub struct LlmArgs {
+    /// The LLM for extraction and answers: openai:MODEL or local:PATH.gguf.
+    #[arg(long, env = "STREAMRAG_LLM")]
+    pub llm: Option<String>,
+    /// The extraction LLM only (overrides --llm for openie).
+    #[arg(long)]
+    pub extract_llm: Option<String>,
+    /// The answering LLM only (overrides --llm for answers).
+    #[arg(long)]
+    pub answer_llm: Option<String>,
+    /// The OpenAI-compatible endpoint for openai: models.
+    #[arg(long, env = "STREAMRAG_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+    /// Environment variable holding the API key (default OPENAI_API_KEY).
+    #[arg(long)]
+    pub llm_api_key_env: Option<String>,
+    /// File holding the API key (its first line).
+    #[arg(long, env = "STREAMRAG_LLM_API_KEY_FILE")]
+    pub llm_api_key_file: Option<PathBuf>,
+    /// LLM requests in flight at once.
+    #[arg(long)]
+    pub llm_concurrency: Option<usize>,
+    /// Seconds before an LLM request is abandoned (and retried).
+    #[arg(long)]
+    pub llm_timeout_s: Option<u64>,
+}
+
+impl LlmArgs {
+    /// (extract, answer) settings from the flags over the config file's [llm].
+    pub fn settings(&self, f: &config::LlmConfig) -> Result<(Option<LlmSettings>, Option<LlmSettings>)> {
+        let make = |spec: Option<&String>| -> Result<Option<LlmSettings>> {
+            let Some(spec) = spec else { return Ok(None) };
+            let mut s = LlmSettings::new(LlmSpec::parse(spec).map_err(anyhow::Error::msg)?);
+            s.base_url = self.llm_base_url.clone().or_else(|| f.base_url.clone());
+            s.api_key = match (self.llm_api_key_file.as_ref().or(f.api_key_file.as_ref()), self.llm_api_key_env.as_ref().or(f.api_key_env.as_ref())) {
+                (Some(file), _) => ApiKeySource::File(file.clone()),
+                (None, Some(var)) => ApiKeySource::Env(var.clone()),
+                (None, None) => ApiKeySource::default(),
+            };
+            if let Some(c) = self.llm_concurrency.or(f.concurrency) {
+                s.concurrency = c.max(1);
+            }
+            if let Some(t) = self.llm_timeout_s.or(f.timeout_s) {
+                s.timeout = Duration::from_secs(t.max(1));
+            }
+            s.tokenizer = f.tokenizer.clone();
+            Ok(Some(s))
+        };
+        let extract = self.extract_llm.as_ref().or(self.llm.as_ref()).or(f.extract.as_ref());
+        let answer = self.answer_llm.as_ref().or(self.llm.as_ref()).or(f.answer.as_ref());
+        Ok((make(extract)?, make(answer)?))
+    }
+}
+
+pub async fn run(a: RunArgs, file: FileConfig) -> Result<()> {
+    let mut cfg = node_config(&a.conn, &a.data, &file);
+    cfg.transport.partitions = a.partitions;
+    if let Some(m) = a.max_text_bytes {
+        cfg.limits.max_text_bytes = m;
+    }
+    cfg.snapshots.dir = a.snapshot_dir;
+    cfg.snapshots.every = (a.snapshot_every_s > 0).then(|| Duration::from_secs(a.snapshot_every_s));
+    cfg.snapshots.keep = a.snapshot_keep;
+    if !a.stages.is_empty() {
+        cfg.stages = a.stages.iter().map(|s| s.parse::<StageKind>()).collect::<Result<_, _>>()?;
+    }
+    let q = &file.query;
+    cfg.query.retriever = RetrieverChoice::from_flags(
+        a.retriever.as_deref().or(q.retriever.as_deref()),
+        a.checkpoint.or_else(|| q.checkpoint.clone()),
+        a.glm_batch.or(q.glm_batch).unwrap_or(4),
+        minilm_dir(a.sentence_model.or_else(|| q.sentence_model.clone())),
+    )?;
+    if let RetrieverChoice::Dense { model } = &cfg.query.retriever {
+        super::check_model_dir(model, "--sentence-model")?;
+    }
+    (cfg.openie.extract_llm, cfg.query.answer_llm) = a.llm.settings(&file.llm)?;
+    if let Some(p) = a.group_prefix {
+        cfg.group_prefix = p;
+    }
+    cfg.resolve.model = a.resolve_model.or_else(|| file.resolve.model.clone());
+    if let Some(model) = &cfg.resolve.model {
+        super::check_model_dir(model, "--resolve-model")?;
+    }
+    cfg.resolve.threshold = a.resolve_threshold.or(file.resolve.threshold).unwrap_or(0.8);
+    let (node, mut tasks) = Node::start(cfg).await?;
+    tracing::info!(transport = node.transport.name(), stages = %node.stage_names().join(","), "streamrag running");
+    if let Some(addr) = &a.http {
+        serve_http(addr, node.clone()).await?;
+    }
+    let result = tokio::select! {
+        r = tasks.wait_any() => r,
+        _ = shutdown_signal() => Ok(()),
+    };
+    tracing::info!("shutting down");
+    tasks.join(&node).await?;
+    result
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn serve_http(addr: &str, node: Arc<Node>) -> Result<tokio::task::JoinHandle<()>> {
+    let addr = http::bind_addr(addr);
+    let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
+    let mut stop = node.shutdown_signal();
+    let app = http::router(Arc::new(ApiState { node, answer_timeout: Duration::from_secs(30) }));
+    Ok(tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await;
+    }))
+}
