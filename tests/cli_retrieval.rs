@@ -128,4 +128,24 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     assert_eq!(a.retriever, "glm");
     assert!(!a.documents.is_empty() && !a.seeds.is_empty(), "{a:?}");
     p.stop();
+
+    // once it is stopped, `ask --data` answers with the retriever the node was configured with
+    let d = data.to_str().unwrap();
+    let ask_data = |extra: &[&str]| -> streamrag_schemas::Answer {
+        let mut a = vec!["ask", "--data", d, "--json"];
+        a.extend_from_slice(extra);
+        a.push(&qs[20].question);
+        serde_json::from_str(&streamrag(&a)).unwrap()
+    };
+    assert_eq!(ask_data(&[]).retriever, "ppr");
+    let a = ask_data(&["--checkpoint", ck_s]);
+    assert_eq!(a.retriever, "glm");
+    assert!(!a.documents.is_empty(), "{a:?}");
+    let cfg = tmp.path().join("dense.toml");
+    std::fs::write(&cfg, format!("[query]\nretriever = \"dense\"\nsentence_model = {:?}\n", m.to_str().unwrap())).unwrap();
+    let a = ask_data(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(a.retriever, "dense");
+    // the dense index was rebuilt from the data directory's docs topic: the passages are there
+    assert_eq!(a.documents.len(), 5, "{a:?}");
+    assert!(a.documents.iter().any(|x| qs[20].gold.contains(&x.id)), "{a:?} gold {:?}", qs[20].gold);
 }

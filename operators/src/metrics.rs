@@ -131,67 +131,53 @@ impl Metrics {
     /// Everything, in the Prometheus text exposition format.
     pub fn render(&self, out: &mut String) {
         let stages = self.stages.lock().expect("metrics lock").clone();
-        type Counter = fn(&StageMetrics) -> u64;
-        let counters: [(&str, &str, Counter); 3] = [
-            ("streamrag_stage_records_in_total", "Records a stage consumed", |m| m.records_in.load(Relaxed)),
-            ("streamrag_stage_records_out_total", "Records a stage produced (dead letters excluded)", |m| m.records_out.load(Relaxed)),
-            ("streamrag_stage_dead_lettered_total", "Records a stage sent to the dead-letter topic", |m| m.dead_lettered.load(Relaxed)),
-        ];
-        for (name, help, get) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (stage, m) in &stages {
-                let _ = writeln!(out, "{name}{{stage=\"{stage}\"}} {}", get(m));
-            }
-        }
-        let name = "streamrag_stage_consumer_lag";
-        let _ = writeln!(out, "# HELP {name} Records behind the end of the stage's input topic\n# TYPE {name} gauge");
-        for (stage, m) in &stages {
-            let _ = writeln!(out, "{name}{{stage=\"{stage}\"}} {}", m.lag.load(Relaxed));
-        }
+        let by_stage = |get: fn(&StageMetrics) -> i64| stages.iter().map(move |(s, m)| (format!("stage=\"{s}\""), get(m))).collect::<Vec<_>>();
+        family(out, "streamrag_stage_records_in_total", "counter", "Records a stage consumed", by_stage(|m| m.records_in.load(Relaxed) as i64));
+        family(out, "streamrag_stage_records_out_total", "counter", "Records a stage produced (dead letters excluded)", by_stage(|m| m.records_out.load(Relaxed) as i64));
+        family(out, "streamrag_stage_dead_lettered_total", "counter", "Records a stage sent to the dead-letter topic", by_stage(|m| m.dead_lettered.load(Relaxed) as i64));
+        family(out, "streamrag_stage_consumer_lag", "gauge", "Records behind the end of the stage's input topic", by_stage(|m| m.lag.load(Relaxed)));
         let name = "streamrag_stage_batch_seconds";
-        let _ = writeln!(out, "# HELP {name} Time to process, produce and commit one batch\n# TYPE {name} histogram");
+        family(out, name, "histogram", "Time to process, produce and commit one batch", []);
         for (stage, m) in &stages {
             m.batch_seconds.render(name, &format!("stage=\"{stage}\""), out);
         }
         let name = "streamrag_freshness_seconds";
-        let _ = writeln!(out, "# HELP {name} From a document's topic timestamp to its triples being queryable\n# TYPE {name} histogram");
+        family(out, name, "histogram", "From a document's topic timestamp to its triples being queryable", []);
         for (graph, h) in self.freshness.lock().expect("metrics lock").iter() {
             h.render(name, &format!("graph=\"{graph}\""), out);
         }
-        self.render_llms(out);
+        let llms = self.llms.lock().expect("metrics lock").clone();
+        let by_llm = |get: fn(&LlmStats) -> u64| {
+            llms.iter().map(move |(role, model, st)| (format!("role=\"{role}\",model=\"{}\"", model.replace('"', "'")), get(st) as i64)).collect::<Vec<_>>()
+        };
+        family(out, "streamrag_llm_calls_total", "counter", "LLM requests sent (retries included)", by_llm(|st| st.calls.load(Relaxed)));
+        family(out, "streamrag_llm_failures_total", "counter", "LLM requests that failed", by_llm(|st| st.failures.load(Relaxed)));
+        family(out, "streamrag_llm_prompt_tokens_total", "counter", "Prompt tokens sent to the LLM", by_llm(|st| st.prompt_tokens.load(Relaxed)));
+        family(out, "streamrag_llm_completion_tokens_total", "counter", "Tokens the LLM generated", by_llm(|st| st.completion_tokens.load(Relaxed)));
+        family(out, "streamrag_llm_prefill_microseconds_total", "counter", "Local model: time reading prompts", by_llm(|st| st.prefill_us.load(Relaxed)));
+        family(out, "streamrag_llm_decode_microseconds_total", "counter", "Local model: time generating", by_llm(|st| st.decode_us.load(Relaxed)));
+        if let Some(x) = self.extractor.lock().expect("metrics lock").clone() {
+            let one = |v: &AtomicU64| [(String::new(), v.load(Relaxed) as i64)];
+            family(out, "streamrag_llm_cache_hits_total", "counter", "Extraction steps answered from the LLM response cache", one(&x.cache_hits));
+            family(out, "streamrag_llm_cache_misses_total", "counter", "Extraction steps that needed the LLM", one(&x.cache_misses));
+            family(out, "streamrag_llm_unreadable_total", "counter", "LLM responses that did not parse", one(&x.unreadable));
+            family(out, "streamrag_llm_dropped_triples_total", "counter", "Extracted triples dropped by validation", one(&x.dropped_triples));
+        }
         let docs = self.graph_documents.load(Relaxed);
         if docs >= 0 {
-            let name = "streamrag_graph_documents";
-            let _ = writeln!(out, "# HELP {name} Live documents in the graph\n# TYPE {name} gauge\n{name} {docs}");
+            family(out, "streamrag_graph_documents", "gauge", "Live documents in the graph", [(String::new(), docs)]);
         }
     }
+}
 
-    fn render_llms(&self, out: &mut String) {
-        let llms = self.llms.lock().expect("metrics lock").clone();
-        type Counter = fn(&LlmStats) -> u64;
-        let families: [(&str, &str, Counter); 6] = [
-            ("streamrag_llm_calls_total", "LLM requests sent (retries included)", |st| st.calls.load(Relaxed)),
-            ("streamrag_llm_failures_total", "LLM requests that failed", |st| st.failures.load(Relaxed)),
-            ("streamrag_llm_prompt_tokens_total", "Prompt tokens sent to the LLM", |st| st.prompt_tokens.load(Relaxed)),
-            ("streamrag_llm_completion_tokens_total", "Tokens the LLM generated", |st| st.completion_tokens.load(Relaxed)),
-            ("streamrag_llm_prefill_microseconds_total", "Local model: time reading prompts", |st| st.prefill_us.load(Relaxed)),
-            ("streamrag_llm_decode_microseconds_total", "Local model: time generating", |st| st.decode_us.load(Relaxed)),
-        ];
-        for (name, help, get) in families {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (role, model, st) in &llms {
-                let _ = writeln!(out, "{name}{{role=\"{role}\",model=\"{}\"}} {}", model.replace('"', "'"), get(st));
-            }
-        }
-        if let Some(x) = self.extractor.lock().expect("metrics lock").clone() {
-            for (name, help, v) in [
-                ("streamrag_llm_cache_hits_total", "Extraction steps answered from the LLM response cache", x.cache_hits.load(Relaxed)),
-                ("streamrag_llm_cache_misses_total", "Extraction steps that needed the LLM", x.cache_misses.load(Relaxed)),
-                ("streamrag_llm_unreadable_total", "LLM responses that did not parse", x.unreadable.load(Relaxed)),
-                ("streamrag_llm_dropped_triples_total", "Extracted triples dropped by validation", x.dropped_triples.load(Relaxed)),
-            ] {
-                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-            }
+/// One metric family: its HELP and TYPE lines, then one sample per (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: impl IntoIterator<Item = (String, i64)>) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {v}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {v}");
         }
     }
 }
@@ -224,5 +210,22 @@ mod tests {
         assert_eq!((quantile(&mut s, 0.5), quantile(&mut s, 1.0)), (0.02, 1000.0));
         assert_eq!(quantile(&mut [3.0, 1.0, 2.0], 0.5), 2.0, "unsorted samples are sorted first");
         assert!(quantile(&mut [], 0.5).is_nan());
+    }
+
+    #[test]
+    fn one_renderer_writes_stage_llm_and_graph_families() {
+        let m = Metrics::default();
+        m.stage("openie").records_in.fetch_add(3, Relaxed);
+        m.stage("openie").lag.store(-1, Relaxed);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains("# HELP streamrag_stage_records_in_total Records a stage consumed\n# TYPE streamrag_stage_records_in_total counter\nstreamrag_stage_records_in_total{stage=\"openie\"} 3\n"), "{out}");
+        assert!(out.contains("streamrag_stage_consumer_lag{stage=\"openie\"} -1\n"), "{out}");
+        assert!(out.contains("# TYPE streamrag_llm_calls_total counter\n"), "{out}");
+        assert!(!out.contains("streamrag_graph_documents"), "no graph in this process: {out}");
+        m.graph_documents.store(7, Relaxed);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains("# TYPE streamrag_graph_documents gauge\nstreamrag_graph_documents 7\n"), "{out}");
     }
 }

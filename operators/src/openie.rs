@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use streamrag_schemas::{decode, encode, DocOp, Document, ErrorKind, Extraction, Mention, SourceRef, Triple};
+use streamrag_schemas::{decode, encode, DocOp, Document, ErrorKind, Extraction, Mention, SourceRef, Triple, SCHEMA_VERSION};
 
 use crate::config::{Limits, Topics};
 use crate::error::StageError;
@@ -140,7 +140,7 @@ impl OpenIe {
 pub async fn extraction_of(doc: &Document, source: SourceRef, extractor: &Extractor) -> Result<Extraction, StageError> {
     Ok(match (doc.op, &doc.triples) {
         (DocOp::Delete, _) => Extraction {
-            schema_version: 1,
+            schema_version: SCHEMA_VERSION,
             op: DocOp::Delete,
             doc_id: doc.id.clone(),
             title: String::new(),
@@ -159,7 +159,7 @@ pub async fn extraction_of(doc: &Document, source: SourceRef, extractor: &Extrac
                 }
             }
             Extraction {
-                schema_version: 1,
+                schema_version: SCHEMA_VERSION,
                 op: DocOp::Upsert,
                 doc_id: doc.id.clone(),
                 title: doc.title.clone(),
@@ -175,7 +175,7 @@ pub async fn extraction_of(doc: &Document, source: SourceRef, extractor: &Extrac
         (DocOp::Upsert, None) => {
             let got = extractor.extract(&doc.title, doc.text.as_deref().unwrap_or_default()).await?;
             Extraction {
-                schema_version: 1,
+                schema_version: SCHEMA_VERSION,
                 op: DocOp::Upsert,
                 doc_id: doc.id.clone(),
                 title: doc.title.clone(),

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use streamrag_glm::SentenceEncoder;
-use streamrag_schemas::{decode, encode, EntityRef, Extraction, GraphDelta, ResolvedTriple};
+use streamrag_schemas::{decode, encode, EntityRef, Extraction, GraphDelta, ResolvedTriple, SCHEMA_VERSION};
 
 use crate::ann::{Hnsw, HnswParams};
 use crate::config::Topics;
@@ -66,7 +66,7 @@ pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> Grap
         });
     }
     GraphDelta {
-        schema_version: 1,
+        schema_version: SCHEMA_VERSION,
         op: ex.op,
         doc_id: ex.doc_id.clone(),
         title: ex.title.clone(),
@@ -319,7 +319,7 @@ mod tests {
     #[test]
     fn variants_of_a_name_get_one_id() {
         let ex = Extraction {
-            schema_version: 1,
+            schema_version: SCHEMA_VERSION,
             op: Default::default(),
             doc_id: "d".into(),
             title: "T".into(),

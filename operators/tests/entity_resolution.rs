@@ -68,7 +68,7 @@ fn near_duplicates_merge_and_decisions_survive_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_resolve_stage_publishes_merged_ids() {
     let ex = |doc: &str, s: &str, o: &str| Extraction {
-        schema_version: 1,
+        schema_version: streamrag_schemas::SCHEMA_VERSION,
         op: Default::default(),
         doc_id: doc.into(),
         title: doc.into(),

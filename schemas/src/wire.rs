@@ -361,7 +361,7 @@ mod tests {
     fn dead_letter_keeps_raw_bytes() {
         let raw = b"\xff\x00not json";
         let dl = DeadLetter {
-            schema_version: 1,
+            schema_version: SCHEMA_VERSION,
             stage: "openie".into(),
             source: SourceRef { topic: "t".into(), partition: 0, offset: 3, timestamp_ms: None },
             reason: "r".into(),

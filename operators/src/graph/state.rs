@@ -682,7 +682,7 @@ mod tests {
 
     fn delta(doc: &str, triples: &[(&str, &str, &str)]) -> GraphDelta {
         GraphDelta {
-            schema_version: 1,
+            schema_version: streamrag_schemas::SCHEMA_VERSION,
             op: DocOp::Upsert,
             doc_id: doc.into(),
             title: doc.to_uppercase(),

@@ -178,7 +178,13 @@ impl Node {
                     if let (Some(dir), Some(every)) = (&config.snapshots.dir, config.snapshots.every) {
                         let g = writer.graph.clone();
                         let fut = snapshot::periodic(g, dir.clone(), every, config.snapshots.keep, shutdown_rx.clone());
-                        s.tasks.push(("snapshots".into(), tokio::spawn(async move { Ok(fut.await) })));
+                        s.tasks.push((
+                            "snapshots".into(),
+                            tokio::spawn(async move {
+                                fut.await;
+                                Ok(())
+                            }),
+                        ));
                     }
                     s.start(writer);
                 }

@@ -35,6 +35,9 @@ pub struct AskArgs {
 
 pub async fn run(a: AskArgs, file: FileConfig) -> Result<()> {
     let t = a.to.target(&file);
+    if matches!(t, crate::client::Target::Embedded(_)) {
+        super::existing_data(&a.to.data)?;
+    }
     let q = &file.query;
     let retriever = RetrieverChoice::from_flags(
         a.retriever.as_deref().or(q.retriever.as_deref()),

@@ -101,6 +101,15 @@ pub fn check_model_dir(dir: &Path, flag: &str) -> Result<()> {
     Ok(())
 }
 
+/// The data directory of a stopped node, which must exist: reading commands do not create an
+/// empty one.
+pub fn existing_data(path: &Path) -> Result<streamrag_operators::DataDir> {
+    if !path.is_dir() {
+        bail!("no data directory at {}: pass --data DIR (a node's, as `streamrag run --data DIR` made it), or reach a running node with --http ADDR", path.display());
+    }
+    Ok(streamrag_operators::DataDir::new(path))
+}
+
 /// `cpu` or `cuda`, as a device.
 pub fn parse_device(name: &str) -> Result<candle_core::Device> {
     streamrag_glm::device::parse_device(name).map_err(|e| anyhow::anyhow!("--device {name}: {e}"))

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
-use streamrag_operators::{snapshot, DataDir};
+use streamrag_operators::snapshot;
 
 use crate::progress::Bar;
 
@@ -20,7 +20,7 @@ pub struct SnapshotArgs {
 }
 
 pub async fn run(a: SnapshotArgs) -> Result<()> {
-    let store = DataDir::new(&a.data).open_graph()?;
+    let store = super::existing_data(&a.data)?.open_graph()?;
     let t0 = Instant::now();
     let g = tokio::task::spawn_blocking(move || store.load()).await??;
     let load_s = t0.elapsed().as_secs_f64();

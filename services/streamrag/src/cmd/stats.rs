@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use streamrag_operators::DataDir;
 
 #[derive(Args)]
 pub struct StatsArgs {
@@ -20,7 +19,7 @@ pub async fn run(a: StatsArgs) -> Result<()> {
     let stats = match &a.http {
         Some(h) => crate::client::get_json(h, "/stats").await?,
         None => {
-            let store = DataDir::new(&a.data).open_graph()?;
+            let store = super::existing_data(&a.data)?.open_graph()?;
             serde_json::to_value(tokio::task::spawn_blocking(move || store.load()).await??.stats())?
         }
     };
