@@ -96,7 +96,8 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     let ppr = eval("ppr", &[]);
     let dense = eval("dense", &["--sentence-model", m.to_str().unwrap()]);
     let glm = eval("glm", &["--checkpoint", ck_s]);
-    for (name, r) in [("ppr", &ppr), ("dense", &dense), ("glm", &glm)] {
+    let bm25 = eval("bm25", &[]);
+    for (name, r) in [("ppr", &ppr), ("dense", &dense), ("glm", &glm), ("bm25", &bm25)] {
         assert_eq!(r["retriever"], name);
         assert_eq!(r["n"].as_u64(), Some(n_test), "{name}");
         assert_eq!(r["fully_resolved"]["n"].as_u64(), Some(n_test - 1), "{name}: question 13 is unresolved");
@@ -110,6 +111,7 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     // the baselines find most gold documents of these questions (names in the question)
     assert!(ppr["recall@5"].as_f64().unwrap() >= 50.0, "{}", ppr["recall@5"]);
     assert!(dense["recall@5"].as_f64().unwrap() >= 40.0, "{}", dense["recall@5"]);
+    assert!(bm25["recall@5"].as_f64().unwrap() >= 40.0, "{}", bm25["recall@5"]);
     // the GLM ranks entities of its subgraph: its top documents are about the question's seeds
     let seeded = glm["per_question"].as_array().unwrap().iter().filter(|q| !q["seeds"].as_array().unwrap().is_empty()).count();
     assert!(seeded as u64 >= n_test - 2, "questions link to entities: {seeded}");
@@ -138,6 +140,11 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
         serde_json::from_str(&streamrag(&a)).unwrap()
     };
     assert_eq!(ask_data(&[]).retriever, "ppr");
+    // BM25 indexes the stopped node's docs topic into DATA/bm25 once, then reads on from there
+    let a = ask_data(&["--retriever", "bm25"]);
+    assert_eq!((a.retriever.as_str(), a.documents.len()), ("bm25", 5), "{a:?}");
+    assert!(data.join("bm25").is_dir());
+    assert_eq!(ask_data(&["--retriever", "bm25"]).documents, a.documents, "the same answer from the kept index");
     let a = ask_data(&["--checkpoint", ck_s]);
     assert_eq!(a.retriever, "glm");
     assert!(!a.documents.is_empty(), "{a:?}");

@@ -5,6 +5,7 @@
 //! DATA/graph/      the kg-writer's graph store with its applied offsets and outbox (sled)
 //! DATA/llm-cache/  LLM extraction responses, so a replay makes no call (sled)
 //! DATA/resolver/   entity-resolution decisions and name vectors (sled)
+//! DATA/bm25/       the passages' BM25 index (tantivy) with the docs position it reflects
 //! ```
 //!
 //! sled allows one process per database: each opener says, when another process holds it,
@@ -62,6 +63,10 @@ impl DataDir {
         self.0.join("resolver")
     }
 
+    pub fn bm25_path(&self) -> PathBuf {
+        self.0.join("bm25")
+    }
+
     /// Whether the directory holds an embedded log.
     pub fn has_log(&self) -> bool {
         self.log_path().exists()
@@ -85,6 +90,11 @@ impl DataDir {
     /// Removes the graph store (a stopped node's, before a replay replaces it).
     pub fn remove_graph(&self) -> std::io::Result<()> {
         std::fs::remove_dir_all(self.graph_path())
+    }
+
+    /// The passages' BM25 index (created if missing).
+    pub fn open_bm25(&self) -> Result<crate::retrieve::bm25::Bm25Index, OpenError> {
+        crate::retrieve::bm25::Bm25Index::open(&self.bm25_path()).map_err(|e| self.fail("the BM25 index")(Box::new(e)))
     }
 
     /// The LLM response cache.

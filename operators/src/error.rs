@@ -62,4 +62,7 @@ pub enum StageFault {
     /// The entity resolver's decisions could not be read or stored.
     #[error(transparent)]
     Resolver(#[from] crate::resolve::ResolverError),
+    /// The BM25 index could not be written.
+    #[error("BM25 index: {0}")]
+    Search(#[from] tantivy::TantivyError),
 }

@@ -1,8 +1,9 @@
-//! The docs topic read into memory, for what needs a passage's text after the graph is built
-//! (the graph keeps no text): the passages the answering LLM reads and the dense index. One
-//! stage, the [`DocsReader`], reads the topic from the start on every start and hands each
-//! upsert and deletion to its [`DocSink`]s; it keeps its own position, so "caught up" is a
-//! question it can answer.
+//! The docs topic kept per document, for what needs a passage's text after the graph is built
+//! (the graph keeps no text): the passages the answering LLM reads, the dense index, the BM25
+//! index. One stage, the [`DocsReader`], hands each upsert and deletion to its [`DocSink`]s and
+//! keeps its own position, so "caught up" is a question it can answer. Sinks in memory are
+//! filled from the start of the topic on every start; a persistent sink (BM25) commits its
+//! position with its data and is read on from there.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -18,6 +19,15 @@ pub trait DocSink: Send + Sync {
     /// Stores (id, title, text) passages, replacing earlier versions.
     fn upsert(&self, docs: &[(String, String, String)]) -> Result<(), StageFault>;
     fn remove(&self, id: &str);
+    /// Where a persistent sink's durable state stands in the docs topic (partition -> next
+    /// offset); None: the sink lives in memory and starts empty.
+    fn position(&self) -> Option<BTreeMap<i32, i64>> {
+        None
+    }
+    /// Makes a batch durable, recording `next` as the position it reflects.
+    fn commit(&self, _next: &BTreeMap<i32, i64>) -> Result<(), StageFault> {
+        Ok(())
+    }
 }
 
 /// Passage texts by document id (upserts replace, deletes remove).
@@ -61,8 +71,19 @@ pub struct DocsReader {
 }
 
 impl DocsReader {
+    /// A reader for `sinks`, starting where the least advanced of them stands (the start of
+    /// the topic when one lives in memory).
     pub fn new(topics: Topics, sinks: Vec<Arc<dyn DocSink>>) -> Self {
-        DocsReader { topics, sinks, progress: Arc::default() }
+        let mut from: Option<BTreeMap<i32, i64>> = None;
+        for s in &sinks {
+            let p = s.position().unwrap_or_default();
+            from = Some(match from {
+                None => p,
+                // per partition the smaller; a partition one sink lacks starts at the beginning
+                Some(f) => f.into_iter().filter_map(|(k, v)| p.get(&k).map(|w| (k, v.min(*w)))).collect(),
+            });
+        }
+        DocsReader { topics, sinks, progress: Arc::new(Mutex::new(from.unwrap_or_default())) }
     }
 
     /// Next docs offset per partition that every sink holds.
@@ -94,10 +115,14 @@ impl DocsReader {
             }
         }
         flush(&mut upserts)?;
-        let mut p = self.progress.lock().expect("progress lock");
+        let mut next = self.progress();
         for r in batch {
-            p.insert(r.partition, r.offset + 1);
+            next.insert(r.partition, r.offset + 1);
         }
+        for s in &self.sinks {
+            blocking(|| s.commit(&next))?;
+        }
+        *self.progress.lock().expect("progress lock") = next;
         Ok(())
     }
 }
@@ -110,7 +135,7 @@ impl Operator for DocsReader {
         self.topics.docs.clone()
     }
     fn start_from(&self) -> StartFrom {
-        StartFrom::Offsets(BTreeMap::new())
+        StartFrom::Offsets(self.progress())
     }
     fn consumed(&self) -> Consumed {
         let p = self.progress.clone();
@@ -150,5 +175,25 @@ mod tests {
         assert_eq!(r.progress(), [(0, 6)].into());
         let Consumed::Own(f) = r.consumed() else { panic!("the reader keeps its own position") };
         assert_eq!(f(), [(0, 6)].into());
+    }
+
+    #[test]
+    fn a_persistent_sink_is_read_on_from_its_committed_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = [rec(0, r#"{"id":"x","title":"X","text":"alpha"}"#), rec(1, r#"{"id":"y","title":"Y","text":"beta"}"#)];
+        {
+            let ix = Arc::new(crate::retrieve::bm25::Bm25Index::open(dir.path()).unwrap());
+            let r = DocsReader::new(Topics::default(), vec![ix.clone()]);
+            assert_eq!(r.start_from(), StartFrom::Offsets(BTreeMap::new()), "a new index reads from the start");
+            r.apply(&batch).unwrap();
+        }
+        let ix = Arc::new(crate::retrieve::bm25::Bm25Index::open(dir.path()).unwrap());
+        assert_eq!(ix.len(), 2);
+        let r = DocsReader::new(Topics::default(), vec![ix.clone()]);
+        assert_eq!(r.start_from(), StartFrom::Offsets([(0, 2)].into()), "reopened: no re-read of the topic");
+        assert_eq!(r.progress(), [(0, 2)].into(), "caught up as far as it committed");
+        // beside a sink in memory, the reader starts from the beginning again
+        let both = DocsReader::new(Topics::default(), vec![ix, Arc::new(Passages::default())]);
+        assert_eq!(both.start_from(), StartFrom::Offsets(BTreeMap::new()));
     }
 }

@@ -14,7 +14,7 @@ use crate::error::{StageError, StageFault};
 use crate::graph::GraphState;
 use crate::kg_writer::LiveGraph;
 use crate::passages::{DocSink, DocsReader, Passages};
-use crate::retrieve::{Retrieved, Retriever};
+use crate::retrieve::{RetrieveError, Retrieved, Retriever};
 use crate::stages::{BuildError, QueryConfig, Shared};
 use crate::runtime::{Operator, Outcome};
 use crate::transport::{Output, Record};
@@ -39,13 +39,13 @@ fn answer_of(g: &GraphState, retriever: &Retriever, q: &Query, r: Retrieved, lat
 }
 
 /// Answers one query against the graph as it is now (one consistent version).
-pub fn answer(g: &GraphState, retriever: &Retriever, q: &Query) -> streamrag_glm::Result<Answer> {
+pub fn answer(g: &GraphState, retriever: &Retriever, q: &Query) -> Result<Answer, RetrieveError> {
     Ok(answer_batch(g, retriever, std::slice::from_ref(q))?.pop().expect("one answer per query"))
 }
 
 /// Answers queries together (one forward pass per GLM batch); each answer's latency is the
 /// batch's.
-pub fn answer_batch(g: &GraphState, retriever: &Retriever, qs: &[Query]) -> streamrag_glm::Result<Vec<Answer>> {
+pub fn answer_batch(g: &GraphState, retriever: &Retriever, qs: &[Query]) -> Result<Vec<Answer>, RetrieveError> {
     let t0 = Instant::now();
     let asks: Vec<(&str, usize)> = qs.iter().map(|q| (q.question.as_str(), top_k_of(q))).collect();
     let rs = retriever.retrieve_batch(g, &asks)?;
@@ -79,15 +79,19 @@ pub struct QueryStage {
 impl QueryStage {
     /// Builds the stage from its section over the process's live graph: the retriever's models
     /// loaded, the answering LLM opened. When the retriever or the answerer needs passages' text
-    /// (the dense index, the answer prompt), the docs reader that keeps it comes along; run it
-    /// beside the stage.
-    pub async fn build(cfg: &QueryConfig, shared: &mut Shared) -> Result<(Self, Option<DocsReader>), BuildError> {
+    /// (the dense or BM25 index, the answer prompt), the docs readers that keep it come along
+    /// (one for what lives in memory, one for the persistent BM25 index); run them beside the
+    /// stage.
+    pub async fn build(cfg: &QueryConfig, shared: &mut Shared) -> Result<(Self, Vec<DocsReader>), BuildError> {
         let graph = shared.graph.clone().ok_or_else(|| BuildError::Config("the query stage needs the kg-writer's graph or a replica's".into()))?;
-        let choice = cfg.retriever.clone();
-        let retriever = tokio::task::spawn_blocking(move || choice.load()).await??;
+        let (choice, data) = (cfg.retriever.clone(), shared.data.clone());
+        let retriever = tokio::task::spawn_blocking(move || choice.load(&data)).await??;
+        let mut readers = Vec::new();
         let mut sinks: Vec<Arc<dyn DocSink>> = Vec::new();
-        if let Retriever::Dense(d) = &retriever {
-            sinks.push(d.clone());
+        match &retriever {
+            Retriever::Dense(d) => sinks.push(d.clone()),
+            Retriever::Bm25(b) => readers.push(DocsReader::new(shared.topics.clone(), vec![b.clone() as Arc<dyn DocSink>])),
+            _ => {}
         }
         let answerer = match &cfg.answer_llm {
             None => None,
@@ -98,9 +102,11 @@ impl QueryStage {
                 Some(Arc::new(Answerer::new(llm, passages)))
             }
         };
-        let reader = (!sinks.is_empty()).then(|| DocsReader::new(shared.topics.clone(), sinks));
+        if !sinks.is_empty() {
+            readers.push(DocsReader::new(shared.topics.clone(), sinks));
+        }
         let stage = QueryStage { topics: shared.topics.clone(), limits: shared.limits.clone(), graph, retriever, answerer };
-        Ok((stage, reader))
+        Ok((stage, readers))
     }
 }
 

@@ -5,7 +5,8 @@
 //! - [`ppr`]: personalized PageRank from the seeds (the default retriever).
 //! - [`subgraph`]: the seeds' neighbourhood the GLM reads, within a triplet budget.
 //! - [`glm`]: the Graph Language Model retriever (seeds, subgraph, encoder, entity scores).
-//! - [`dense`]: passage embeddings, the baseline.
+//! - [`dense`]: passage embeddings, a baseline.
+//! - [`bm25`]: passage BM25 (tantivy), a baseline, kept under the data directory.
 //! - [`rank`]: scored entities -> IDF-weighted documents and supporting triples.
 //! - [`train`]: fitting the GLM on labelled questions over a graph.
 //!
@@ -13,6 +14,7 @@
 //! [`Retriever::retrieve_batch`]; nothing here knows about topics or transports. The design
 //! notes are in `docs/retrieval.md` and `docs/glm.md`.
 
+pub mod bm25;
 pub mod dense;
 pub mod glm;
 pub mod ppr;
@@ -28,27 +30,39 @@ use streamrag_glm::device::default_device;
 use streamrag_glm::SentenceEncoder;
 use streamrag_schemas::{ScoredDocument, Triple};
 
+use crate::data_dir::DataDir;
 use crate::graph::GraphState;
 use crate::runtime::blocking;
 use crate::stages::BuildError;
 
+pub use bm25::Bm25Index;
 pub use dense::DenseIndex;
 pub use glm::GlmRetriever;
 pub use ppr::PprParams;
 
 /// Which retriever answers: PPR over the entity graph (the default), the GLM (a trained
-/// checkpoint), or dense passage similarity.
+/// checkpoint), dense passage similarity, or passage BM25.
 #[derive(Clone)]
 pub enum Retriever {
     Ppr(PprParams),
     Glm(Arc<GlmRetriever>),
     Dense(Arc<DenseIndex>),
+    Bm25(Arc<Bm25Index>),
 }
 
 impl Default for Retriever {
     fn default() -> Self {
         Retriever::Ppr(PprParams::default())
     }
+}
+
+/// Why retrieval failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrieveError {
+    #[error("model: {0}")]
+    Model(#[from] streamrag_glm::Error),
+    #[error("BM25 index: {0}")]
+    Search(#[from] tantivy::TantivyError),
 }
 
 /// Which retriever a query stage is configured with, before its models are loaded.
@@ -61,6 +75,8 @@ pub enum RetrieverChoice {
     Glm { checkpoint: PathBuf, batch: usize },
     /// Passage embeddings with the sentence encoder in this directory (all-MiniLM-L6-v2).
     Dense { model: PathBuf },
+    /// Passage BM25, its index under the data directory.
+    Bm25,
 }
 
 impl RetrieverChoice {
@@ -73,8 +89,9 @@ impl RetrieverChoice {
             (Some("glm"), None) => bad("--retriever glm needs --checkpoint (a directory `streamrag train` wrote)".into()),
             (None | Some("ppr"), None) => Ok(RetrieverChoice::Ppr),
             (Some("dense"), None) => Ok(RetrieverChoice::Dense { model: dense_model }),
+            (Some("bm25"), None) => Ok(RetrieverChoice::Bm25),
             (Some(r), Some(_)) if r != "glm" => bad(format!("--checkpoint is for --retriever glm, not {r}")),
-            (Some(r), _) => bad(format!("--retriever {r}: ppr, glm or dense")),
+            (Some(r), _) => bad(format!("--retriever {r}: ppr, glm, dense or bm25")),
         }
     }
 
@@ -83,12 +100,14 @@ impl RetrieverChoice {
             RetrieverChoice::Ppr => "ppr",
             RetrieverChoice::Glm { .. } => "glm",
             RetrieverChoice::Dense { .. } => "dense",
+            RetrieverChoice::Bm25 => "bm25",
         }
     }
 
-    /// Loads the models the choice names (call from a blocking thread). A dense index starts
-    /// empty: it is kept from the docs topic as a [`crate::passages::DocSink`].
-    pub fn load(&self) -> Result<Retriever, BuildError> {
+    /// Loads the models and indexes the choice names (call from a blocking thread). A dense
+    /// index starts empty, the BM25 index where its last commit left it: both are kept from the
+    /// docs topic as [`crate::passages::DocSink`]s.
+    pub fn load(&self, data: &DataDir) -> Result<Retriever, BuildError> {
         let what = |w: String| move |source| BuildError::Model { what: w, source };
         Ok(match self {
             RetrieverChoice::Ppr => Retriever::default(),
@@ -103,6 +122,7 @@ impl RetrieverChoice {
                 let enc = SentenceEncoder::load(model, &default_device()).map_err(what(format!("the sentence encoder {}", model.display())))?;
                 Retriever::Dense(Arc::new(DenseIndex::new(enc)))
             }
+            RetrieverChoice::Bm25 => Retriever::Bm25(Arc::new(data.open_bm25()?)),
         })
     }
 }
@@ -121,20 +141,22 @@ impl Retriever {
             Retriever::Ppr(_) => "ppr",
             Retriever::Glm(_) => "glm",
             Retriever::Dense(_) => "dense",
+            Retriever::Bm25(_) => "bm25",
         }
     }
 
     /// Retrieves for one question.
-    pub fn retrieve(&self, g: &GraphState, question: &str, top_k: usize) -> streamrag_glm::Result<Retrieved> {
+    pub fn retrieve(&self, g: &GraphState, question: &str, top_k: usize) -> Result<Retrieved, RetrieveError> {
         Ok(self.retrieve_batch(g, &[(question, top_k)])?.pop().expect("one result per question"))
     }
 
     /// Retrieves for each (question, top_k); the GLM and dense retrievers share forward passes.
-    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> streamrag_glm::Result<Vec<Retrieved>> {
+    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>, RetrieveError> {
         match self {
             Retriever::Ppr(p) => Ok(qs.iter().map(|(q, k)| ppr::retrieve(g, p, q, *k)).collect()),
-            Retriever::Glm(m) => blocking(|| m.retrieve_batch(g, qs)),
-            Retriever::Dense(d) => blocking(|| d.retrieve_batch(qs)),
+            Retriever::Glm(m) => Ok(blocking(|| m.retrieve_batch(g, qs))?),
+            Retriever::Dense(d) => Ok(blocking(|| d.retrieve_batch(qs))?),
+            Retriever::Bm25(b) => Ok(blocking(|| b.retrieve_batch(qs))?),
         }
     }
 }

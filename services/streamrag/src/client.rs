@@ -201,12 +201,18 @@ pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option
             let (choice, dir, topics) = (retriever.clone(), dir.clone(), topics.clone());
             tokio::task::spawn_blocking(move || -> Result<Answer> {
                 let g = store.load()?;
-                let r = choice.load()?;
-                if let Retriever::Dense(index) = &r {
-                    // the dense index is kept from the docs topic: read it from the log
-                    let reader = DocsReader::new(topics.clone(), vec![index.clone()]);
+                let r = choice.load(&dir)?;
+                let sink: Option<std::sync::Arc<dyn streamrag_operators::passages::DocSink>> = match &r {
+                    Retriever::Dense(index) => Some(index.clone()),
+                    Retriever::Bm25(index) => Some(index.clone()),
+                    _ => None,
+                };
+                if let Some(sink) = sink {
+                    // the passage indexes are kept from the docs topic: read the log on from
+                    // where each stands (the dense index from the start, BM25 from its commit)
+                    let reader = DocsReader::new(topics.clone(), vec![sink]);
                     let log = dir.open_log()?;
-                    let mut from = 0;
+                    let mut from = reader.progress().get(&0).copied().unwrap_or(0);
                     loop {
                         let batch = log.read(&topics.docs, from, 1024)?;
                         let Some(last) = batch.last() else { break };

@@ -24,18 +24,18 @@ pub struct FileConfig {
     #[serde(default)]
     pub kafka: BTreeMap<String, String>,
     #[serde(default)]
-    pub query: QueryConfig,
+    pub query: QuerySection,
     #[serde(default)]
-    pub llm: LlmConfig,
+    pub llm: LlmSection,
     #[serde(default)]
-    pub resolve: ResolveConfig,
+    pub resolve: ResolveSection,
 }
 
-/// The LLMs (`streamrag run` flags win). The API key is never read from this file: from
+/// `[llm]`: the LLMs (`streamrag run` flags win). The API key is never read from this file: from
 /// the environment variable `api_key_env` (default OPENAI_API_KEY) or the file `api_key_file`.
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LlmConfig {
+pub struct LlmSection {
     /// The extraction LLM: `openai:MODEL` or `local:PATH.gguf`; unset: the built-in extractor.
     pub extract: Option<String>,
     /// The answering LLM; unset: retrieval only.
@@ -51,21 +51,23 @@ pub struct LlmConfig {
     pub tokenizer: Option<std::path::PathBuf>,
 }
 
-/// Entity resolution (`streamrag run` flags win).
+/// `[resolve]`: entity resolution (`streamrag run` flags win); becomes the resolve stage's
+/// [`streamrag_operators::stages::ResolveConfig`].
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResolveConfig {
+pub struct ResolveSection {
     /// Sentence encoder directory (all-MiniLM-L6-v2); unset: resolution by normalised name only.
     pub model: Option<std::path::PathBuf>,
     /// Cosine at or above which a new name joins an existing entity (default 0.8).
     pub threshold: Option<f32>,
 }
 
-/// The query stage's retriever (`streamrag run` flags win).
+/// `[query]`: the query stage's retriever (`streamrag run` flags win); becomes the query
+/// stage's [`streamrag_operators::stages::QueryConfig`].
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QueryConfig {
-    /// ppr, glm or dense; default: glm when a checkpoint is set, else ppr.
+pub struct QuerySection {
+    /// ppr, glm, dense or bm25; default: glm when a checkpoint is set, else ppr.
     pub retriever: Option<String>,
     /// A GLM checkpoint directory written by `streamrag train`.
     pub checkpoint: Option<std::path::PathBuf>,
@@ -109,8 +111,8 @@ mod tests {
         assert_eq!(cfg.topics, Topics::default());
         assert_eq!(cfg.limits, Limits::default());
         assert!(cfg.kafka.is_empty());
-        assert_eq!(cfg.query, QueryConfig::default());
-        assert_eq!((cfg.llm, cfg.resolve), (LlmConfig::default(), ResolveConfig::default()));
+        assert_eq!(cfg.query, QuerySection::default());
+        assert_eq!((cfg.llm, cfg.resolve), (LlmSection::default(), ResolveSection::default()));
     }
 
     #[test]

@@ -194,8 +194,8 @@ impl Node {
                         // graph-deltas topic, under a group of its own.
                         s.start(KgWriter::replica(&config.snapshots, &mut shared).await?);
                     }
-                    let (stage, reader) = QueryStage::build(&config.query, &mut shared).await?;
-                    if let Some(r) = reader {
+                    let (stage, readers) = QueryStage::build(&config.query, &mut shared).await?;
+                    for r in readers {
                         s.start(r);
                     }
                     s.start(stage);

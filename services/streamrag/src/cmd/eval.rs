@@ -28,7 +28,7 @@ pub struct EvalArgs {
     /// A dataset directory (HippoRAG / GFM-RAG layout, e.g. ../shared/datasets/2wikimultihopqa).
     #[arg(long)]
     pub dataset: PathBuf,
-    /// glm, ppr or dense.
+    /// glm, ppr, dense or bm25.
     #[arg(long, default_value = "ppr")]
     pub retriever: String,
     /// A checkpoint `streamrag train` wrote (for --retriever glm).

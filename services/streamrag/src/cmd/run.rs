@@ -45,7 +45,7 @@ pub struct RunArgs {
     /// Periodic snapshots kept.
     #[arg(long, default_value_t = 3)]
     pub snapshot_keep: usize,
-    /// The query stage's retriever: ppr, glm (needs --checkpoint) or dense. Default: glm when
+    /// The query stage's retriever: ppr, glm (needs --checkpoint), dense or bm25. Default: glm when
     /// a checkpoint is given, else ppr.
     #[arg(long, env = "STREAMRAG_RETRIEVER")]
     pub retriever: Option<String>,
@@ -103,7 +103,7 @@ pub struct LlmArgs {
 
 impl LlmArgs {
     /// (extract, answer) settings from the flags over the config file's [llm].
-    pub fn settings(&self, f: &config::LlmConfig) -> Result<(Option<LlmSettings>, Option<LlmSettings>)> {
+    pub fn settings(&self, f: &config::LlmSection) -> Result<(Option<LlmSettings>, Option<LlmSettings>)> {
         let make = |spec: Option<&String>| -> Result<Option<LlmSettings>> {
             let Some(spec) = spec else { return Ok(None) };
             let mut s = LlmSettings::new(LlmSpec::parse(spec).map_err(anyhow::Error::msg)?);
