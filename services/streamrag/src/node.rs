@@ -52,10 +52,6 @@ impl NodeConfig {
             query: QueryConfig::default(),
         }
     }
-
-    pub fn has(&self, k: StageKind) -> bool {
-        self.stages.contains(&k)
-    }
 }
 
 /// No answer came in time.

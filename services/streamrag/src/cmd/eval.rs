@@ -3,7 +3,6 @@
 //! type, with the latency.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,22 +53,6 @@ pub struct EvalArgs {
     pub glm_batch: usize,
 }
 
-pub async fn run(a: EvalArgs) -> Result<()> {
-    eval(EvalOptions {
-        dataset: a.dataset,
-        retriever: a.retriever,
-        checkpoint: a.checkpoint,
-        questions: parse_range(&a.questions)?,
-        report: a.report,
-        data: a.data,
-        sentence_model: minilm_dir(a.sentence_model),
-        concurrency: a.concurrency,
-        glm_batch: a.glm_batch,
-    })
-    .await
-    .map(|_| ())
-}
-
 /// Starts an embedded node under `data` (a fresh temporary directory when None) and sends the
 /// corpus through it; returns when every stage has caught up.
 pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
@@ -90,19 +73,6 @@ pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: Retrieve
     bar.finish();
     node.wait_drained(Duration::from_secs(4 * 3600)).await?;
     Ok((node, tasks, dir, temp, t0.elapsed().as_secs_f64()))
-}
-
-pub struct EvalOptions {
-    pub dataset: PathBuf,
-    pub retriever: String,
-    pub checkpoint: Option<PathBuf>,
-    pub questions: Range<usize>,
-    pub report: Option<PathBuf>,
-    pub data: Option<PathBuf>,
-    pub sentence_model: PathBuf,
-    /// Questions in flight at once (the GLM batches them).
-    pub concurrency: usize,
-    pub glm_batch: usize,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -128,15 +98,16 @@ fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-pub async fn eval(o: EvalOptions) -> Result<serde_json::Value> {
+pub async fn run(o: EvalArgs) -> Result<()> {
+    let range = parse_range(&o.questions)?;
     let ds = Dataset::load(&o.dataset)?;
-    let questions: Vec<&Question> = ds.select(&o.questions);
+    let questions: Vec<&Question> = ds.select(&range);
     if questions.is_empty() {
-        bail!("no questions with gold passages in {:?}", o.questions);
+        bail!("no questions with gold passages in {range:?}");
     }
     // a checkpoint matters only to the GLM (eval ignores it for the baselines)
     let checkpoint = o.checkpoint.clone().filter(|_| o.retriever == "glm");
-    let choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, o.sentence_model.clone())?;
+    let choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, minilm_dir(o.sentence_model.clone()))?;
     if let RetrieverChoice::Dense { model } = &choice {
         super::check_model_dir(model, "--sentence-model")?;
     }
@@ -186,7 +157,7 @@ pub async fn eval(o: EvalOptions) -> Result<serde_json::Value> {
         "dataset": o.dataset.display().to_string(),
         "retriever": o.retriever,
         "checkpoint": o.checkpoint.as_ref().map(|c| c.display().to_string()),
-        "questions": format!("{}..{}", o.questions.start, o.questions.end.min(ds.questions.len())),
+        "questions": format!("{}..{}", range.start, range.end.min(ds.questions.len())),
         "unit": "percent",
         "n": all.n,
         "recall@2": all.json()["recall@2"],
@@ -215,5 +186,5 @@ pub async fn eval(o: EvalOptions) -> Result<serde_json::Value> {
         std::fs::write(p, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", p.display()))?;
         println!("  report: {}", p.display());
     }
-    Ok(report)
+    Ok(())
 }

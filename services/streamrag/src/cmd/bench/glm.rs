@@ -2,11 +2,11 @@
 //! dimensions (random weights), on the CPU or the GPU; `--dump-inputs` writes the inputs the
 //! PyTorch comparison (scripts/device) reads.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use candle_nn::VarBuilder;
 use clap::Args;
 use streamrag_glm::graph::{self, LabelTokenizer, Mode, TokenizedGraph, Triplet};
@@ -45,17 +45,6 @@ pub struct BenchGlmArgs {
     pub dump_inputs: Option<PathBuf>,
 }
 
-struct BenchGlm<'a> {
-    models: &'a [String],
-    triplets: usize,
-    batches: &'a [usize],
-    device: Device,
-    dtype: DType,
-    iters: usize,
-    warmup: usize,
-    dump: Option<&'a Path>,
-}
-
 /// Word-level stand-in tokenizer for benchmarks: each word a fixed id in the vocabulary.
 struct HashWords(u32);
 impl LabelTokenizer for HashWords {
@@ -87,49 +76,42 @@ pub fn synthetic_graph(n: usize, vocab: u32, seed: usize) -> TokenizedGraph {
     graph::build(&ts, Some(q), Mode::Global, &HashWords(vocab)).expect("synthetic graph")
 }
 
-pub fn run(args: BenchGlmArgs) -> Result<()> {
-    let a = BenchGlm {
-        models: &args.models,
-        triplets: args.triplets,
-        batches: &args.batch,
-        device: parse_device(&args.device)?,
-        dtype: match args.dtype.as_str() {
-            "f32" => DType::F32,
-            "bf16" => DType::BF16,
-            "f16" => DType::F16,
-            d => bail!("--dtype {d}: f32, bf16 or f16"),
-        },
-        iters: args.iters.max(1),
-        warmup: args.warmup,
-        dump: args.dump_inputs.as_deref(),
+pub fn run(a: BenchGlmArgs) -> Result<()> {
+    let device = parse_device(&a.device)?;
+    let dtype = match a.dtype.as_str() {
+        "f32" => DType::F32,
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        d => bail!("--dtype {d}: f32, bf16 or f16"),
     };
+    let iters = a.iters.max(1);
     println!(
-        "bench glm: {} triplets + question (global mode), random weights, {:?} on {:?}, {} warm-up + {} timed runs",
-        a.triplets, a.dtype, a.device, a.warmup, a.iters
+        "bench glm: {} triplets + question (global mode), random weights, {dtype:?} on {device:?}, {} warm-up + {iters} timed runs",
+        a.triplets, a.warmup
     );
     println!("{:>6} {:>6} {:>7} {:>10} {:>10} {:>10} {:>12}", "model", "batch", "tokens", "p50 ms", "p95 ms", "queries/s", "peak RSS MiB");
-    for m in a.models {
+    for m in &a.models {
         let cfg = T5Config::preset(m).ok_or_else(|| anyhow!("unknown model {m:?} (small, base, large)"))?;
         let vm = candle_nn::VarMap::new();
-        let vb = VarBuilder::from_varmap(&vm, a.dtype, &a.device);
+        let vb = VarBuilder::from_varmap(&vm, dtype, &device);
         let enc = T5GraphEncoder::new(vb, cfg.clone(), EXTRA_BUCKETS)?;
         // small random weights so activations stay finite
         for var in vm.all_vars() {
             let t = var.as_tensor();
-            let r = Tensor::randn(0f32, 0.02, t.shape(), &a.device)?.to_dtype(a.dtype)?;
+            let r = Tensor::randn(0f32, 0.02, t.shape(), &device)?.to_dtype(dtype)?;
             var.set(&r)?;
         }
-        for &b in a.batches {
+        for &b in &a.batch {
             // the same graph b times: the PyTorch comparison repeats the dumped batch-1 input
             let graphs: Vec<TokenizedGraph> = (0..b).map(|_| synthetic_graph(a.triplets, cfg.vocab_size as u32, 0)).collect();
             let refs: Vec<&TokenizedGraph> = graphs.iter().collect();
-            let batch = Batch::new(&refs, enc.mask_bucket(), a.dtype, &a.device)?;
-            if let (Some(path), 1) = (a.dump, b) {
+            let batch = Batch::new(&refs, enc.mask_bucket(), dtype, &device)?;
+            if let (Some(path), 1) = (a.dump_inputs.as_deref(), b) {
                 let tensors = [("input_ids", batch.input_ids.clone()), ("buckets", batch.buckets.clone()), ("token_mask", batch.token_mask.to_dtype(DType::F32)?)];
                 candle_core::safetensors::save(&tensors.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), path.join(format!("inputs-{m}.safetensors")))?;
             }
             let mut times = Vec::new();
-            for i in 0..a.warmup + a.iters {
+            for i in 0..a.warmup + iters {
                 let t = Instant::now();
                 let out = enc.encode(&batch)?;
                 // wait for the device: read one number back

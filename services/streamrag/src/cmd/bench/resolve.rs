@@ -13,7 +13,7 @@
 //! title is a true merge, joining another entity a false one, staying new a miss.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
@@ -47,22 +47,6 @@ pub struct BenchResolveArgs {
     pub also_thresholds: Vec<f32>,
 }
 
-pub fn run(a: BenchResolveArgs) -> Result<()> {
-    let model = crate::cmd::minilm_dir(a.model);
-    crate::cmd::check_model_dir(&model, "--model")?;
-    bench(BenchResolve { dataset: &a.dataset, model: &model, sizes: a.sizes, probe: a.probe, threshold: a.threshold, also: a.also_thresholds })
-}
-
-struct BenchResolve<'a> {
-    pub dataset: &'a Path,
-    pub model: &'a Path,
-    pub sizes: Vec<usize>,
-    pub probe: usize,
-    pub threshold: f32,
-    /// Further thresholds at which to report the alias precision / recall (for information:
-    /// the resolver runs at `threshold`).
-    pub also: Vec<f32>,
-}
 
 /// Distinct names (by normalised form): titles, then extracted names, then recombinations.
 fn names(ds: &Dataset, want: usize) -> Vec<String> {
@@ -94,11 +78,13 @@ fn names(ds: &Dataset, want: usize) -> Vec<String> {
     out
 }
 
-fn bench(b: BenchResolve) -> Result<()> {
-    let ds = Dataset::load(b.dataset)?;
-    let enc = || SentenceEncoder::load(b.model, &candle_core::Device::Cpu).map_err(|e| anyhow!("loading {}: {e}", b.model.display()));
+pub fn run(b: BenchResolveArgs) -> Result<()> {
+    let model = crate::cmd::minilm_dir(b.model.clone());
+    crate::cmd::check_model_dir(&model, "--model")?;
+    let ds = Dataset::load(&b.dataset)?;
+    let enc = || SentenceEncoder::load(&model, &candle_core::Device::Cpu).map_err(|e| anyhow!("loading {}: {e}", model.display()));
     aliases(&ds, enc()?, b.threshold)?;
-    for &t in &b.also {
+    for &t in &b.also_thresholds {
         aliases(&ds, enc()?, t)?;
     }
 
