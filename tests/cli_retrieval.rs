@@ -97,7 +97,8 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     let dense = eval("dense", &["--sentence-model", m.to_str().unwrap()]);
     let glm = eval("glm", &["--checkpoint", ck_s]);
     let bm25 = eval("bm25", &[]);
-    for (name, r) in [("ppr", &ppr), ("dense", &dense), ("glm", &glm), ("bm25", &bm25)] {
+    let hybrid = eval("hybrid", &["--sentence-model", m.to_str().unwrap(), "--ablate"]);
+    for (name, r) in [("ppr", &ppr), ("dense", &dense), ("glm", &glm), ("bm25", &bm25), ("hybrid", &hybrid)] {
         assert_eq!(r["retriever"], name);
         assert_eq!(r["n"].as_u64(), Some(n_test), "{name}");
         assert_eq!(r["fully_resolved"]["n"].as_u64(), Some(n_test - 1), "{name}: question 13 is unresolved");
@@ -112,6 +113,11 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     assert!(ppr["recall@5"].as_f64().unwrap() >= 50.0, "{}", ppr["recall@5"]);
     assert!(dense["recall@5"].as_f64().unwrap() >= 40.0, "{}", dense["recall@5"]);
     assert!(bm25["recall@5"].as_f64().unwrap() >= 40.0, "{}", bm25["recall@5"]);
+    assert!(hybrid["recall@5"].as_f64().unwrap() >= 40.0, "{}", hybrid["recall@5"]);
+    // the ablation: each part of the hybrid switched off in turn, each measured on every question
+    let abl = hybrid["ablation"].as_array().unwrap();
+    assert_eq!(abl.len(), 7, "{abl:?}");
+    assert!(abl.iter().all(|a| a["all"]["n"].as_u64() == Some(n_test)), "{abl:?}");
     // the GLM ranks entities of its subgraph: its top documents are about the question's seeds
     let seeded = glm["per_question"].as_array().unwrap().iter().filter(|q| !q["seeds"].as_array().unwrap().is_empty()).count();
     assert!(seeded as u64 >= n_test - 2, "questions link to entities: {seeded}");
@@ -139,7 +145,15 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
         a.push(&qs[20].question);
         serde_json::from_str(&streamrag(&a)).unwrap()
     };
-    assert_eq!(ask_data(&[]).retriever, "ppr");
+    // the default, the hybrid, keeps its BM25 and vector indexes under DATA
+    let a = ask_data(&[]);
+    assert_eq!((a.retriever.as_str(), a.documents.len()), ("hybrid", 5), "{a:?}");
+    assert!(data.join("vectors").is_dir());
+    // the same answer from the kept indexes (scores to rounding: sums run in hash order)
+    let again = ask_data(&[]).documents;
+    assert_eq!(again.iter().map(|d| &d.id).collect::<Vec<_>>(), a.documents.iter().map(|d| &d.id).collect::<Vec<_>>());
+    assert!(again.iter().zip(&a.documents).all(|(x, y)| (x.score - y.score).abs() <= 1e-9 * y.score.abs().max(1.0)), "{again:?} {a:?}");
+    assert_eq!(ask_data(&["--retriever", "ppr"]).retriever, "ppr");
     // BM25 indexes the stopped node's docs topic into DATA/bm25 once, then reads on from there
     let a = ask_data(&["--retriever", "bm25"]);
     assert_eq!((a.retriever.as_str(), a.documents.len()), ("bm25", 5), "{a:?}");

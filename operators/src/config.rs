@@ -71,8 +71,14 @@ impl Topics {
 
 fn default_max_text_bytes() -> usize { 1 << 20 }
 fn default_max_batch() -> usize { 256 }
+fn default_max_id_bytes() -> usize { 512 }
+fn default_max_title_bytes() -> usize { 1024 }
+fn default_max_question_bytes() -> usize { 4096 }
+fn default_max_top_k() -> u32 { 100 }
 
-/// Bounds on input and on work per step.
+/// Bounds on input and on work per step. Every door (HTTP, the docs and queries topics,
+/// `ingest`) checks records against the same bounds, through [`crate::openie::validate`] and
+/// [`crate::query::validate`], which use the checks below.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
@@ -82,10 +88,154 @@ pub struct Limits {
     /// Most records a stage takes in one step.
     #[serde(default = "default_max_batch")]
     pub max_batch: usize,
+    /// Longest document or query id, in bytes (default 512).
+    #[serde(default = "default_max_id_bytes")]
+    pub max_id_bytes: usize,
+    /// Longest document title, in bytes (default 1 KiB).
+    #[serde(default = "default_max_title_bytes")]
+    pub max_title_bytes: usize,
+    /// Longest question, in bytes (default 4 KiB).
+    #[serde(default = "default_max_question_bytes")]
+    pub max_question_bytes: usize,
+    /// Most documents a query may ask for (top_k runs from 1 to this; default 100).
+    #[serde(default = "default_max_top_k")]
+    pub max_top_k: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_text_bytes: default_max_text_bytes(), max_batch: default_max_batch() }
+        Limits {
+            max_text_bytes: default_max_text_bytes(),
+            max_batch: default_max_batch(),
+            max_id_bytes: default_max_id_bytes(),
+            max_title_bytes: default_max_title_bytes(),
+            max_question_bytes: default_max_question_bytes(),
+            max_top_k: default_max_top_k(),
+        }
+    }
+}
+
+/// The first control character in `s` (C0, DEL or C1), with its byte offset.
+fn control_char(s: &str) -> Option<(usize, char)> {
+    s.char_indices().find(|(_, c)| c.is_control())
+}
+
+/// Shows a field's value in an error without echoing all of a huge or hostile one.
+fn shown(s: &str) -> String {
+    let mut out: String = s.chars().take(40).flat_map(char::escape_debug).collect();
+    if s.chars().count() > 40 {
+        out.push_str("...");
+    }
+    out
+}
+
+impl Limits {
+    /// Checks an id-like field (`what`: "document id", "query_id"): not blank, at most
+    /// `max_id_bytes`, no control characters.
+    pub fn check_id(&self, what: &str, id: &str) -> Result<(), String> {
+        if id.trim().is_empty() {
+            return Err(format!("{what} is empty"));
+        }
+        if id.len() > self.max_id_bytes {
+            return Err(format!("{what} is {} bytes, over the limit of {} bytes (limits.max_id_bytes)", id.len(), self.max_id_bytes));
+        }
+        if let Some((at, c)) = control_char(id) {
+            return Err(format!("{what} \"{}\" holds the control character U+{:04X} at byte {at}", shown(id), c as u32));
+        }
+        Ok(())
+    }
+
+    /// Checks a document title: at most `max_title_bytes`, no control characters.
+    pub fn check_title(&self, what: &str, title: &str) -> Result<(), String> {
+        if title.len() > self.max_title_bytes {
+            return Err(format!("{what} title is {} bytes, over the limit of {} bytes (limits.max_title_bytes)", title.len(), self.max_title_bytes));
+        }
+        if let Some((at, c)) = control_char(title) {
+            return Err(format!("{what} title \"{}\" holds the control character U+{:04X} at byte {at}", shown(title), c as u32));
+        }
+        Ok(())
+    }
+
+    /// Checks a question: not blank, at most `max_question_bytes`.
+    pub fn check_question(&self, what: &str, question: &str) -> Result<(), String> {
+        if question.trim().is_empty() {
+            return Err(format!("{what} has an empty question"));
+        }
+        if question.len() > self.max_question_bytes {
+            return Err(format!(
+                "{what} question is {} bytes, over the limit of {} bytes (limits.max_question_bytes)",
+                question.len(),
+                self.max_question_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a requested number of documents: 1 to `max_top_k`.
+    pub fn check_top_k(&self, what: &str, top_k: u32) -> Result<(), String> {
+        if top_k == 0 || top_k > self.max_top_k {
+            return Err(format!("{what} top_k is {top_k}: it runs from 1 to {} (limits.max_top_k)", self.max_top_k));
+        }
+        Ok(())
+    }
+
+    /// Checks the limits themselves (a zero bound would refuse everything).
+    pub fn check(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("max_text_bytes", self.max_text_bytes),
+            ("max_batch", self.max_batch),
+            ("max_id_bytes", self.max_id_bytes),
+            ("max_title_bytes", self.max_title_bytes),
+            ("max_question_bytes", self.max_question_bytes),
+            ("max_top_k", self.max_top_k as usize),
+        ] {
+            if v == 0 {
+                return Err(format!("limits.{name} is 0: it must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_bounded_and_free_of_control_characters() {
+        let l = Limits::default();
+        assert!(l.check_id("document id", &"a".repeat(512)).is_ok());
+        let long = l.check_id("document id", &"a".repeat(513)).unwrap_err();
+        assert!(long.contains("513 bytes") && long.contains("512"), "{long}");
+        // a multi-byte character counts its bytes
+        assert!(l.check_id("document id", &"é".repeat(257)).is_err());
+        for c in (0u32..0x20).chain([0x7f]).chain(0x80..0xa0) {
+            let id = format!("a{}b", char::from_u32(c).unwrap());
+            let e = l.check_id("document id", &id).unwrap_err();
+            assert!(e.contains(&format!("U+{c:04X}")) && e.contains("byte 1"), "{e}");
+            assert!(l.check_title("document a", &id).is_err());
+        }
+        assert!(l.check_id("query_id", "  ").unwrap_err().contains("empty"));
+        assert!(l.check_id("document id", "Ängström (1957 film) – ok").is_ok());
+        // a huge hostile id is not echoed whole
+        assert!(l.check_id("document id", &format!("{}\u{0}", "x".repeat(400))).unwrap_err().len() < 200);
+    }
+
+    #[test]
+    fn titles_questions_and_top_k_have_bounds() {
+        let l = Limits::default();
+        assert!(l.check_title("document a", &"t".repeat(1024)).is_ok());
+        assert!(l.check_title("document a", &"t".repeat(1025)).unwrap_err().contains("max_title_bytes"));
+        assert!(l.check_title("document a", "").is_ok());
+        assert!(l.check_question("query q", &"w ".repeat(2048)).is_ok());
+        assert!(l.check_question("query q", &"w".repeat(4097)).unwrap_err().contains("4096"));
+        assert!(l.check_question("query q", " \n").unwrap_err().contains("empty"));
+        assert!(l.check_top_k("query q", 1).is_ok() && l.check_top_k("query q", 100).is_ok());
+        assert!(l.check_top_k("query q", 0).unwrap_err().contains("1 to 100"));
+        assert!(l.check_top_k("query q", 1_000_000_000).is_err());
+        let custom = Limits { max_top_k: 1000, ..Limits::default() };
+        assert!(custom.check_top_k("query q", 1000).is_ok());
+        assert!(Limits { max_id_bytes: 0, ..Limits::default() }.check().unwrap_err().contains("max_id_bytes"));
+        assert!(Limits::default().check().is_ok());
     }
 }

@@ -6,6 +6,7 @@
 //! DATA/llm-cache/  LLM extraction responses, so a replay makes no call (sled)
 //! DATA/resolver/   entity-resolution decisions and name vectors (sled)
 //! DATA/bm25/       the passages' BM25 index (tantivy) with the docs position it reflects
+//! DATA/vectors/    the passages' embeddings (sled) with the docs position they reflect
 //! ```
 //!
 //! sled allows one process per database: each opener says, when another process holds it,
@@ -65,6 +66,10 @@ impl DataDir {
 
     pub fn bm25_path(&self) -> PathBuf {
         self.0.join("bm25")
+    }
+
+    pub fn vectors_path(&self) -> PathBuf {
+        self.0.join("vectors")
     }
 
     /// Whether the directory holds an embedded log.

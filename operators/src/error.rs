@@ -65,4 +65,7 @@ pub enum StageFault {
     /// The BM25 index could not be written.
     #[error("BM25 index: {0}")]
     Search(#[from] tantivy::TantivyError),
+    /// The passage vectors could not be stored.
+    #[error(transparent)]
+    Vectors(#[from] crate::retrieve::dense::VectorStoreError),
 }

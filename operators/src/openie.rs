@@ -74,9 +74,9 @@ pub enum DocChange {
     Delete { id: String },
 }
 
-pub fn doc_change(payload: &[u8]) -> Option<DocChange> {
+pub fn doc_change(payload: &[u8], limits: &Limits) -> Option<DocChange> {
     match decode::<Document>(payload) {
-        Ok(d) if d.id.trim().is_empty() => None,
+        Ok(d) if validate(&d, limits).is_err() => None,
         Ok(d) if d.op == DocOp::Delete => Some(DocChange::Delete { id: d.id }),
         Ok(Document { id, title, text: Some(text), .. }) => Some(DocChange::Upsert { id, title, text }),
         _ => None,
@@ -85,10 +85,9 @@ pub fn doc_change(payload: &[u8]) -> Option<DocChange> {
 
 /// Checks a document against the rules the schema cannot express.
 pub fn validate(doc: &Document, limits: &Limits) -> Result<(), StageError> {
-    if doc.id.trim().is_empty() {
-        return Err(StageError::user("document id is empty"));
-    }
+    limits.check_id("document id", &doc.id).map_err(StageError::user)?;
     if doc.op == DocOp::Upsert {
+        limits.check_title(&format!("document {}", doc.id), &doc.title).map_err(StageError::user)?;
         let Some(text) = &doc.text else {
             return Err(StageError::user(format!("document {} has no text", doc.id)));
         };
@@ -225,7 +224,7 @@ mod tests {
     }
 
     fn op() -> OpenIe {
-        OpenIe { topics: Topics::default(), limits: Limits { max_text_bytes: 64, max_batch: 10 }, extractor: Extractor::Builtin }
+        OpenIe { topics: Topics::default(), limits: Limits { max_text_bytes: 64, max_batch: 10, ..Limits::default() }, extractor: Extractor::Builtin }
     }
 
     #[tokio::test]

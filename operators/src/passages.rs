@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::config::Topics;
+use crate::config::{Limits, Topics};
 use crate::error::StageFault;
 use crate::openie::{doc_change, DocChange};
 use crate::runtime::{blocking, Consumed, Operator, Outcome, StartFrom};
@@ -18,7 +18,7 @@ use crate::transport::Record;
 pub trait DocSink: Send + Sync {
     /// Stores (id, title, text) passages, replacing earlier versions.
     fn upsert(&self, docs: &[(String, String, String)]) -> Result<(), StageFault>;
-    fn remove(&self, id: &str);
+    fn remove(&self, id: &str) -> Result<(), StageFault>;
     /// Where a persistent sink's durable state stands in the docs topic (partition -> next
     /// offset); None: the sink lives in memory and starts empty.
     fn position(&self) -> Option<BTreeMap<i32, i64>> {
@@ -56,15 +56,17 @@ impl DocSink for Passages {
         }
         Ok(())
     }
-    fn remove(&self, id: &str) {
+    fn remove(&self, id: &str) -> Result<(), StageFault> {
         self.docs.write().expect("passages lock").remove(id);
+        Ok(())
     }
 }
 
-/// Reads the docs topic into its sinks. Malformed records are skipped here (the openie stage
-/// dead-letters them).
+/// Reads the docs topic into its sinks. Malformed records, and those outside the limits, are
+/// skipped here (the openie stage dead-letters them).
 pub struct DocsReader {
     pub topics: Topics,
+    limits: Limits,
     sinks: Vec<Arc<dyn DocSink>>,
     /// Partition -> next offset already handed to every sink.
     progress: Arc<Mutex<BTreeMap<i32, i64>>>,
@@ -83,7 +85,13 @@ impl DocsReader {
                 Some(f) => f.into_iter().filter_map(|(k, v)| p.get(&k).map(|w| (k, v.min(*w)))).collect(),
             });
         }
-        DocsReader { topics, sinks, progress: Arc::new(Mutex::new(from.unwrap_or_default())) }
+        DocsReader { topics, limits: Limits::default(), sinks, progress: Arc::new(Mutex::new(from.unwrap_or_default())) }
+    }
+
+    /// Skips what these limits refuse (the node's; default: [`Limits::default`]), as openie does.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Next docs offset per partition that every sink holds.
@@ -105,11 +113,13 @@ impl DocsReader {
             Ok(())
         };
         for r in batch {
-            match doc_change(&r.payload) {
+            match doc_change(&r.payload, &self.limits) {
                 Some(DocChange::Upsert { id, title, text }) => upserts.push((id, title, text)),
                 Some(DocChange::Delete { id }) => {
                     flush(&mut upserts)?;
-                    self.sinks.iter().for_each(|s| s.remove(&id));
+                    for s in &self.sinks {
+                        blocking(|| s.remove(&id))?;
+                    }
                 }
                 None => {}
             }

@@ -19,8 +19,11 @@ use crate::stages::{BuildError, QueryConfig, Shared};
 use crate::runtime::{Operator, Outcome};
 use crate::transport::{Output, Record};
 
+/// The documents a query asks for: 5 unless it says. A validated query says 1 to
+/// [`Limits::max_top_k`]; the clamp only guards callers of [`answer_batch`] that skip
+/// [`validate`].
 fn top_k_of(q: &Query) -> usize {
-    q.top_k.unwrap_or(5).clamp(1, 100) as usize
+    q.top_k.unwrap_or(5).clamp(1, 10_000) as usize
 }
 
 fn answer_of(g: &GraphState, retriever: &Retriever, q: &Query, r: Retrieved, latency_ms: f64) -> Answer {
@@ -53,16 +56,13 @@ pub fn answer_batch(g: &GraphState, retriever: &Retriever, qs: &[Query]) -> Resu
     Ok(qs.iter().zip(rs).map(|(q, r)| answer_of(g, retriever, q, r, ms)).collect())
 }
 
-/// Checks a query against the rules the schema cannot express.
+/// Checks a query against the rules the schema cannot express (the bounds of [`Limits`]).
 pub fn validate(q: &Query, limits: &Limits) -> Result<(), StageError> {
-    if q.query_id.trim().is_empty() {
-        return Err(StageError::user("query_id is empty"));
-    }
-    if q.question.trim().is_empty() {
-        return Err(StageError::user(format!("query {} has an empty question", q.query_id)));
-    }
-    if q.question.len() > limits.max_text_bytes {
-        return Err(StageError::over_limit(format!("query {} question is over {} bytes", q.query_id, limits.max_text_bytes)));
+    limits.check_id("query_id", &q.query_id).map_err(StageError::user)?;
+    let what = format!("query {}", q.query_id);
+    limits.check_question(&what, &q.question).map_err(StageError::user)?;
+    if let Some(k) = q.top_k {
+        limits.check_top_k(&what, k).map_err(StageError::user)?;
     }
     Ok(())
 }
@@ -80,31 +80,28 @@ impl QueryStage {
     /// Builds the stage from its section over the process's live graph: the retriever's models
     /// loaded, the answering LLM opened. When the retriever or the answerer needs passages' text
     /// (the dense or BM25 index, the answer prompt), the docs readers that keep it come along
-    /// (one for what lives in memory, one for the persistent BM25 index); run them beside the
+    /// (one for the persistent indexes, one for what lives in memory); run them beside the
     /// stage.
     pub async fn build(cfg: &QueryConfig, shared: &mut Shared) -> Result<(Self, Vec<DocsReader>), BuildError> {
         let graph = shared.graph.clone().ok_or_else(|| BuildError::Config("the query stage needs the kg-writer's graph or a replica's".into()))?;
         let (choice, data) = (cfg.retriever.clone(), shared.data.clone());
         let retriever = tokio::task::spawn_blocking(move || choice.load(&data)).await??;
+        // the retriever's indexes are persistent and read on from their commits; what lives in
+        // memory (the answer passages) is read from the start, by a reader of its own
         let mut readers = Vec::new();
-        let mut sinks: Vec<Arc<dyn DocSink>> = Vec::new();
-        match &retriever {
-            Retriever::Dense(d) => sinks.push(d.clone()),
-            Retriever::Bm25(b) => readers.push(DocsReader::new(shared.topics.clone(), vec![b.clone() as Arc<dyn DocSink>])),
-            _ => {}
+        let indexes = retriever.sinks();
+        if !indexes.is_empty() {
+            readers.push(DocsReader::new(shared.topics.clone(), indexes).with_limits(shared.limits.clone()));
         }
         let answerer = match &cfg.answer_llm {
             None => None,
             Some(settings) => {
                 let llm = shared.llms.open("answer", settings).await?;
                 let passages = Arc::new(Passages::default());
-                sinks.push(passages.clone());
+                readers.push(DocsReader::new(shared.topics.clone(), vec![passages.clone() as Arc<dyn DocSink>]).with_limits(shared.limits.clone()));
                 Some(Arc::new(Answerer::new(llm, passages)))
             }
         };
-        if !sinks.is_empty() {
-            readers.push(DocsReader::new(shared.topics.clone(), sinks));
-        }
         let stage = QueryStage { topics: shared.topics.clone(), limits: shared.limits.clone(), graph, retriever, answerer };
         Ok((stage, readers))
     }

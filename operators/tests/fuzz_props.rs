@@ -60,7 +60,7 @@ fn through_the_pipeline(doc: &Document) {
         let mut g = GraphState::new();
         g.apply(&delta.doc_id, GraphState::entry_of(&delta), &mut Dirty::default());
         let _ = g.stats();
-        let _ = retrieve::Retriever::default().retrieve(&g, &doc.title, 5);
+        let _ = retrieve::Retriever::Ppr(Default::default()).retrieve(&g, &doc.title, 5);
     }
 }
 
@@ -82,6 +82,42 @@ proptest! {
         if let Ok(q) = decode::<Query>(text.as_bytes()) {
             let _ = query::validate(&q, &Limits::default());
         }
+    }
+
+    /// Ids around the 512-byte bound, with any control character or none, through the wire
+    /// decoder and the validators: accepted exactly when within the bounds; the error names
+    /// the field.
+    #[test]
+    fn ids_and_titles_are_accepted_exactly_within_their_bounds(
+        len in 505usize..520,
+        wide in any::<bool>(),
+        ctl in proptest::option::of(prop_oneof![0u32..0x20, Just(0x7f), 0x80u32..0xa0]),
+        at in 0usize..600,
+        title_len in 1015usize..1030,
+    ) {
+        // ASCII or two-byte characters, so the bound falls inside a character too
+        let unit = if wide { "é" } else { "a" };
+        let mut id: String = unit.repeat(len / unit.len());
+        if let Some(c) = ctl {
+            let mut at = at.min(id.len());
+            while !id.is_char_boundary(at) { at -= 1; }
+            id.insert(at, char::from_u32(c).unwrap());
+        }
+        let title = "t".repeat(title_len);
+        let doc = serde_json::json!({"schema_version": 1, "id": id, "title": title, "text": "Some text."}).to_string();
+        let q = serde_json::json!({"schema_version": 1, "query_id": id, "question": "Where?", "top_k": 3}).to_string();
+        let limits = Limits::default();
+        let id_ok = id.len() <= 512 && ctl.is_none();
+        let doc = decode::<Document>(doc.as_bytes()).expect("valid JSON decodes");
+        match validate(&doc, &limits) {
+            Ok(()) => prop_assert!(id_ok && title_len <= 1024),
+            Err(e) => {
+                prop_assert!(!id_ok || title_len > 1024);
+                prop_assert!(e.message.contains(if id_ok { "title" } else { "document id" }), "{}", e.message);
+            }
+        }
+        let q = decode::<Query>(q.as_bytes()).expect("valid JSON decodes");
+        prop_assert_eq!(query::validate(&q, &limits).is_ok(), id_ok);
     }
 
     #[test]

@@ -104,10 +104,11 @@ impl Bm25Index {
         Ok(())
     }
 
-    /// The question's terms as the index analyses them, each once.
-    fn terms(&self, question: &str) -> tantivy::Result<Vec<String>> {
+    /// The terms of `text` as the index analyses them (lower case, stemmed), each once, in
+    /// order of first occurrence.
+    pub fn terms(&self, text: &str) -> tantivy::Result<Vec<String>> {
         let mut analyzer = self.index.tokenizer_for_field(self.text)?;
-        let mut stream = analyzer.token_stream(question);
+        let mut stream = analyzer.token_stream(text);
         let mut out: Vec<String> = Vec::new();
         while stream.advance() {
             let t = &stream.token().text;
@@ -118,30 +119,49 @@ impl Bm25Index {
         Ok(out)
     }
 
-    /// The `top_k` passages that score best for each question (a disjunction of its terms over
-    /// title and text, BM25), best first; ties by id.
-    pub fn retrieve_batch(&self, qs: &[(&str, usize)]) -> tantivy::Result<Vec<Retrieved>> {
-        let searcher = self.reader.searcher();
-        qs.iter()
-            .map(|(q, k)| {
-                let clauses: Vec<(Occur, Box<dyn Query>)> = self
-                    .terms(q)?
-                    .iter()
-                    .flat_map(|t| [self.title, self.text].map(|f| Term::from_field_text(f, t)))
-                    .map(|term| (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>))
-                    .collect();
-                let mut documents = Vec::new();
-                if !clauses.is_empty() && *k > 0 {
-                    for (score, addr) in searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(*k).order_by_score())? {
-                        let d: TantivyDocument = searcher.doc(addr)?;
-                        let text = |f: Field| d.get_first(f).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-                        documents.push(ScoredDocument { id: text(self.id), title: text(self.title), score: score as f64 });
-                    }
-                }
-                documents.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
-                Ok(Retrieved { seeds: vec![], documents, triples: vec![] })
+    /// A consistent view of the index for one batch of questions.
+    pub fn searcher(&self) -> tantivy::Searcher {
+        self.reader.searcher()
+    }
+
+    /// BM25's inverse document frequency of each analysed term over the passages' text,
+    /// ln(1 + (N - df + 0.5) / (df + 0.5)): near 0 for a word most passages hold.
+    pub fn idf(&self, searcher: &tantivy::Searcher, terms: &[String]) -> tantivy::Result<Vec<f64>> {
+        let n = searcher.num_docs() as f64;
+        terms
+            .iter()
+            .map(|t| {
+                let df = searcher.doc_freq(&Term::from_field_text(self.text, t))? as f64;
+                Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
             })
             .collect()
+    }
+
+    /// The `k` passages that score best for `question` (a disjunction of its terms over title
+    /// and text, BM25), best first; ties by id.
+    pub fn search(&self, searcher: &tantivy::Searcher, question: &str, k: usize) -> tantivy::Result<Vec<ScoredDocument>> {
+        let clauses: Vec<(Occur, Box<dyn Query>)> = self
+            .terms(question)?
+            .iter()
+            .flat_map(|t| [self.title, self.text].map(|f| Term::from_field_text(f, t)))
+            .map(|term| (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>))
+            .collect();
+        let mut documents = Vec::new();
+        if !clauses.is_empty() && k > 0 {
+            for (score, addr) in searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(k).order_by_score())? {
+                let d: TantivyDocument = searcher.doc(addr)?;
+                let text = |f: Field| d.get_first(f).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                documents.push(ScoredDocument { id: text(self.id), title: text(self.title), score: score as f64 });
+            }
+        }
+        documents.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        Ok(documents)
+    }
+
+    /// The `top_k` passages that score best for each question.
+    pub fn retrieve_batch(&self, qs: &[(&str, usize)]) -> tantivy::Result<Vec<Retrieved>> {
+        let searcher = self.searcher();
+        qs.iter().map(|(q, k)| Ok(Retrieved { seeds: vec![], documents: self.search(&searcher, q, *k)?, triples: vec![] })).collect()
     }
 }
 
@@ -149,8 +169,9 @@ impl DocSink for Bm25Index {
     fn upsert(&self, docs: &[(String, String, String)]) -> Result<(), StageFault> {
         Ok(self.write_upserts(docs)?)
     }
-    fn remove(&self, id: &str) {
+    fn remove(&self, id: &str) -> Result<(), StageFault> {
         self.writer.lock().expect("bm25 writer").delete_term(Term::from_field_text(self.id, id));
+        Ok(())
     }
     fn position(&self) -> Option<BTreeMap<i32, i64>> {
         // an unreadable meta file starts the reader from the beginning: re-adding is harmless
@@ -191,7 +212,7 @@ mod tests {
             assert!(r[0].documents[0].score > r[0].documents[1].score);
             // an update replaces the passage, a deletion removes it
             ix.upsert(&[doc("c", "Kraków", "Kraków lies on the Vistula in southern Poland.")]).unwrap();
-            ix.remove("b");
+            ix.remove("b").unwrap();
             DocSink::commit(&ix, &[(0, 5)].into()).unwrap();
             assert_eq!(ix.len(), 2);
             let r = &ix.retrieve_batch(&[("metformin", 5), ("Warsaw capital", 5), ("Kraków", 5)]).unwrap();

@@ -1,9 +1,15 @@
-//! The dense baseline: question vs passage embeddings (all-MiniLM-L6-v2), cosine, top k. The
-//! index is a [`DocSink`]: the docs reader ([`crate::passages::DocsReader`]) keeps it from the
-//! docs topic (upserts and deletes), reading it from the start on every start: the index lives
-//! in memory.
+//! Passage embeddings (all-MiniLM-L6-v2): question vs passage cosine, top k. The index is a
+//! [`DocSink`] of the docs reader ([`crate::passages::DocsReader`]), which keeps it from the
+//! docs topic (upserts and deletes).
+//!
+//! Embedding is the slow part on CPU (~60 passages/s on 2 cores), so a node keeps the vectors
+//! under its data directory (`DATA/vectors`, sled): each passage is embedded once, when a
+//! version of it first arrives, and stored with a hash of its text and the docs-topic position
+//! the batch reached; a restart loads them and reads the topic on from that position. A
+//! passage re-sent unchanged is not embedded again. Vectors of another encoder are dropped at
+//! open. Without a store (tests, `eval` baselines) the index lives in memory.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
 
 use streamrag_glm::sentence::dot;
@@ -15,9 +21,26 @@ use crate::passages::DocSink;
 
 use super::Retrieved;
 
+const POSITION: &[u8] = b"position";
+const ENCODER: &[u8] = b"encoder";
+
+struct Entry {
+    title: String,
+    hash: u64,
+    vector: Vec<f32>,
+}
+
 pub struct DenseIndex {
     pub encoder: SentenceEncoder,
-    docs: RwLock<HashMap<String, (String, Vec<f32>)>>,
+    docs: RwLock<HashMap<String, Entry>>,
+    store: Option<Store>,
+}
+
+/// The sled trees of a persistent index: vectors by document id, and its metadata.
+struct Store {
+    dir: std::path::PathBuf,
+    db: sled::Db,
+    vectors: sled::Tree,
 }
 
 /// The text a passage is embedded from.
@@ -25,9 +48,91 @@ pub fn passage_text(title: &str, text: &str) -> String {
     if title.is_empty() { text.to_string() } else { format!("{title}\n{text}") }
 }
 
+/// FNV-1a, 64 bits: stable across builds (what the store compares).
+fn fnv(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain([0xff]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn encode_entry(e: &Entry) -> Vec<u8> {
+    let mut v = Vec::with_capacity(12 + e.title.len() + 4 * e.vector.len());
+    v.extend_from_slice(&e.hash.to_le_bytes());
+    v.extend_from_slice(&(e.title.len() as u32).to_le_bytes());
+    v.extend_from_slice(e.title.as_bytes());
+    for x in &e.vector {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v
+}
+
+fn decode_entry(b: &[u8], dim: usize) -> Option<Entry> {
+    let hash = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+    let tl = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?) as usize;
+    let title = std::str::from_utf8(b.get(12..12 + tl)?).ok()?.to_string();
+    let rest = b.get(12 + tl..)?;
+    if rest.len() != 4 * dim {
+        return None;
+    }
+    let vector = rest.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+    Some(Entry { title, hash, vector })
+}
+
+/// The vector store (`DATA/vectors`) could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("passage vectors under {dir}: {source}", dir = dir.display())]
+pub struct VectorStoreError {
+    pub dir: std::path::PathBuf,
+    #[source]
+    pub source: sled::Error,
+}
+
+fn store_fault(dir: &std::path::Path) -> impl Fn(sled::Error) -> StageFault + '_ {
+    move |source| StageFault::Vectors(VectorStoreError { dir: dir.to_path_buf(), source })
+}
+
 impl DenseIndex {
+    /// An index in memory, empty.
     pub fn new(encoder: SentenceEncoder) -> Self {
-        DenseIndex { encoder, docs: RwLock::new(HashMap::new()) }
+        DenseIndex { encoder, docs: RwLock::new(HashMap::new()), store: None }
+    }
+
+    /// An index kept in `db` (see the module notes): loads what it holds; vectors another
+    /// encoder (`encoder_id`: its directory and dimension) wrote are dropped.
+    pub fn open(encoder: SentenceEncoder, dir: &std::path::Path, encoder_id: &str) -> std::result::Result<Self, VectorStoreError> {
+        let fail = |source| VectorStoreError { dir: dir.to_path_buf(), source };
+        Self::open_db(encoder, sled::open(dir).map_err(fail)?, dir, encoder_id).map_err(fail)
+    }
+
+    fn open_db(encoder: SentenceEncoder, db: sled::Db, dir: &std::path::Path, encoder_id: &str) -> sled::Result<Self> {
+        let vectors = db.open_tree("vectors")?;
+        let id = format!("{encoder_id} dim={}", encoder.dim());
+        if db.get(ENCODER)?.as_deref() != Some(id.as_bytes()) {
+            vectors.clear()?;
+            db.remove(POSITION)?;
+            db.insert(ENCODER, id.as_bytes())?;
+        }
+        let dim = encoder.dim();
+        let mut docs = HashMap::new();
+        for kv in vectors.iter() {
+            let (k, v) = kv?;
+            match (std::str::from_utf8(&k), decode_entry(&v, dim)) {
+                (Ok(id), Some(e)) => {
+                    docs.insert(id.to_string(), e);
+                }
+                // unreadable: forget it and the position, so the topic is read again
+                _ => {
+                    vectors.remove(&k)?;
+                    db.remove(POSITION)?;
+                }
+            }
+        }
+        Ok(DenseIndex { encoder, docs: RwLock::new(docs), store: Some(Store { dir: dir.to_path_buf(), db, vectors }) })
     }
 
     pub fn len(&self) -> usize {
@@ -38,51 +143,93 @@ impl DenseIndex {
         self.len() == 0
     }
 
-    /// Embeds and stores (id, title, text) passages.
-    pub fn upsert(&self, docs: &[(String, String, String)]) -> Result<()> {
-        let texts: Vec<String> = docs.iter().map(|(_, t, x)| passage_text(t, x)).collect();
+    /// Embeds and stores (id, title, text) passages; a passage whose title and text are
+    /// unchanged keeps its vector. Returns how many were embedded.
+    pub fn upsert(&self, docs: &[(String, String, String)]) -> std::result::Result<usize, StageFault> {
+        // the last version of each id in the batch wins
+        let mut latest: BTreeMap<&str, (&str, &str, u64)> = BTreeMap::new();
+        for (id, title, text) in docs {
+            latest.insert(id, (title, text, fnv(&[title, text])));
+        }
+        let todo: Vec<(&str, &str, &str, u64)> = {
+            let m = self.docs.read().expect("index lock");
+            latest.iter().filter(|(id, (_, _, h))| m.get(**id).map(|e| e.hash) != Some(*h)).map(|(id, (t, x, h))| (*id, *t, *x, *h)).collect()
+        };
+        if todo.is_empty() {
+            return Ok(0);
+        }
+        let texts: Vec<String> = todo.iter().map(|(_, t, x, _)| passage_text(t, x)).collect();
         let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
         let vecs = self.encoder.embed_vecs(&refs)?;
+        let mut batch = sled::Batch::default();
         let mut m = self.docs.write().expect("index lock");
-        for ((id, title, _), v) in docs.iter().zip(vecs) {
-            m.insert(id.clone(), (title.clone(), v));
+        for ((id, title, _, hash), vector) in todo.iter().zip(vecs) {
+            let e = Entry { title: title.to_string(), hash: *hash, vector };
+            if self.store.is_some() {
+                batch.insert(id.as_bytes(), encode_entry(&e));
+            }
+            m.insert(id.to_string(), e);
+        }
+        drop(m);
+        if let Some(s) = &self.store {
+            s.vectors.apply_batch(batch).map_err(store_fault(&s.dir))?;
+        }
+        Ok(todo.len())
+    }
+
+    pub fn remove(&self, id: &str) -> std::result::Result<(), StageFault> {
+        self.docs.write().expect("index lock").remove(id);
+        if let Some(s) = &self.store {
+            s.vectors.remove(id.as_bytes()).map_err(store_fault(&s.dir))?;
         }
         Ok(())
     }
 
-    pub fn remove(&self, id: &str) {
-        self.docs.write().expect("index lock").remove(id);
+    /// The questions' embeddings, one forward pass.
+    pub fn embed_questions(&self, qs: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.encoder.embed_vecs(qs)
+    }
+
+    /// The `k` passages closest to the embedded question `q`, best first (ties by id), as
+    /// (id, title, cosine).
+    pub fn nearest(&self, q: &[f32], k: usize) -> Vec<ScoredDocument> {
+        let m = self.docs.read().expect("index lock");
+        let mut scored: Vec<(f32, &String, &String)> = m.iter().map(|(id, e)| (dot(&e.vector, q), id, &e.title)).collect();
+        let k = k.min(scored.len());
+        let order = |a: &(f32, &String, &String), b: &(f32, &String, &String)| b.0.total_cmp(&a.0).then(a.1.cmp(b.1));
+        if k > 0 && k < scored.len() {
+            scored.select_nth_unstable_by(k - 1, order);
+            scored.truncate(k);
+        }
+        scored.sort_by(order);
+        scored.into_iter().take(k).map(|(s, id, t)| ScoredDocument { id: id.clone(), title: t.clone(), score: s as f64 }).collect()
     }
 
     /// The `top_k` passages closest to each question.
     pub fn retrieve_batch(&self, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>> {
         let texts: Vec<&str> = qs.iter().map(|q| q.0).collect();
-        let qv = self.encoder.embed_vecs(&texts)?;
-        let m = self.docs.read().expect("index lock");
-        Ok(qv
-            .iter()
-            .zip(qs)
-            .map(|(q, (_, k))| {
-                let mut scored: Vec<(f32, &String, &String)> =
-                    m.iter().map(|(id, (title, v))| (dot(v, q), id, title)).collect();
-                let k = (*k).min(scored.len());
-                if k > 0 && k < scored.len() {
-                    scored.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-                    scored.truncate(k);
-                }
-                scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-                let documents = scored.into_iter().take(k).map(|(s, id, t)| ScoredDocument { id: id.clone(), title: t.clone(), score: s as f64 }).collect();
-                Retrieved { seeds: vec![], documents, triples: vec![] }
-            })
-            .collect())
+        let qv = self.embed_questions(&texts)?;
+        Ok(qv.iter().zip(qs).map(|(q, (_, k))| Retrieved { seeds: vec![], documents: self.nearest(q, *k), triples: vec![] }).collect())
     }
 }
 
 impl DocSink for DenseIndex {
-    fn upsert(&self, docs: &[(String, String, String)]) -> Result<(), StageFault> {
-        Ok(DenseIndex::upsert(self, docs)?)
+    fn upsert(&self, docs: &[(String, String, String)]) -> std::result::Result<(), StageFault> {
+        DenseIndex::upsert(self, docs).map(|_| ())
     }
-    fn remove(&self, id: &str) {
+    fn remove(&self, id: &str) -> std::result::Result<(), StageFault> {
         DenseIndex::remove(self, id)
+    }
+    fn position(&self) -> Option<BTreeMap<i32, i64>> {
+        let s = self.store.as_ref()?;
+        // an unreadable position reads the topic again: unchanged passages are not re-embedded
+        Some(s.db.get(POSITION).ok().flatten().and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default())
+    }
+    fn commit(&self, next: &BTreeMap<i32, i64>) -> std::result::Result<(), StageFault> {
+        if let Some(s) = &self.store {
+            s.db.insert(POSITION, serde_json::to_vec(next).expect("offsets serialise")).map_err(store_fault(&s.dir))?;
+            s.db.flush().map_err(store_fault(&s.dir))?;
+        }
+        Ok(())
     }
 }

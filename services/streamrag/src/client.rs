@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use streamrag_operators::passages::DocsReader;
 use streamrag_operators::query;
-use streamrag_operators::retrieve::{Retriever, RetrieverChoice};
+use streamrag_operators::retrieve::RetrieverChoice;
 use streamrag_operators::transport::{connect_kafka, Output, Transport, TransportConfig};
 use streamrag_operators::{DataDir, Limits, Topics};
 use streamrag_schemas::{decode, encode, Answer, Document, Query, SCHEMA_VERSION};
@@ -64,6 +64,11 @@ pub fn read_lines(path: &str, raw: bool, limits: &Limits) -> Result<Vec<Line>> {
     } else {
         Box::new(std::io::BufReader::new(std::fs::File::open(path).with_context(|| format!("opening {path}"))?))
     };
+    parse_lines(reader, raw, limits)
+}
+
+/// [`read_lines`] over any reader.
+pub fn parse_lines(reader: impl BufRead, raw: bool, limits: &Limits) -> Result<Vec<Line>> {
     let mut out = Vec::new();
     for (i, line) in reader.split(b'\n').enumerate() {
         let mut line = line?;
@@ -158,8 +163,10 @@ pub async fn ingest(target: &Target, topics: &Topics, items: Vec<Line>) -> Resul
 
 /// Asks a question and waits for its answer. `retriever` is what answers from a data
 /// directory (a running node answers with its own).
-pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option<u32>, timeout: Duration, retriever: &RetrieverChoice) -> Result<Answer> {
+/// The question is checked against `limits` before it goes anywhere.
+pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &str, top_k: Option<u32>, timeout: Duration, retriever: &RetrieverChoice) -> Result<Answer> {
     let q = Query { schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question: question.to_string(), top_k };
+    query::validate(&q, limits).map_err(|e| anyhow::anyhow!(e.message))?;
     match target {
         Target::Http(addr) => {
             let resp = reqwest::Client::new()
@@ -196,21 +203,16 @@ pub async fn ask(target: &Target, topics: &Topics, question: &str, top_k: Option
         Target::Embedded(dir) => {
             // No process holds the directory: answer from its graph directly, with the
             // retriever the node is configured with.
-            query::validate(&q, &Limits::default())?;
             let store = dir.open_graph()?;
-            let (choice, dir, topics) = (retriever.clone(), dir.clone(), topics.clone());
+            let (choice, dir, topics, limits) = (retriever.clone(), dir.clone(), topics.clone(), limits.clone());
             tokio::task::spawn_blocking(move || -> Result<Answer> {
                 let g = store.load()?;
                 let r = choice.load(&dir)?;
-                let sink: Option<std::sync::Arc<dyn streamrag_operators::passages::DocSink>> = match &r {
-                    Retriever::Dense(index) => Some(index.clone()),
-                    Retriever::Bm25(index) => Some(index.clone()),
-                    _ => None,
-                };
-                if let Some(sink) = sink {
+                let sinks = r.sinks();
+                if !sinks.is_empty() {
                     // the passage indexes are kept from the docs topic: read the log on from
-                    // where each stands (the dense index from the start, BM25 from its commit)
-                    let reader = DocsReader::new(topics.clone(), vec![sink]);
+                    // where they stand (their last commits)
+                    let reader = DocsReader::new(topics.clone(), sinks).with_limits(limits);
                     let log = dir.open_log()?;
                     let mut from = reader.progress().get(&0).copied().unwrap_or(0);
                     loop {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use streamrag_operators::{Limits, Topics};
 
@@ -67,13 +67,13 @@ pub struct ResolveSection {
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuerySection {
-    /// ppr, glm, dense or bm25; default: glm when a checkpoint is set, else ppr.
+    /// hybrid, ppr, glm, dense or bm25; default: glm when a checkpoint is set, else hybrid.
     pub retriever: Option<String>,
     /// A GLM checkpoint directory written by `streamrag train`.
     pub checkpoint: Option<std::path::PathBuf>,
     /// GLM graphs per forward pass.
     pub glm_batch: Option<usize>,
-    /// The dense retriever's sentence encoder (all-MiniLM-L6-v2 directory).
+    /// The sentence encoder of the hybrid and dense retrievers (all-MiniLM-L6-v2 directory).
     pub sentence_model: Option<std::path::PathBuf>,
 }
 
@@ -87,6 +87,9 @@ impl FileConfig {
                 toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))?
             }
         };
+        if let Err(e) = cfg.limits.check() {
+            bail!("{}: {e}", path.map(|p| p.display().to_string()).unwrap_or_default());
+        }
         for (k, v) in env {
             if let Some(name) = k.strip_prefix(KAFKA_ENV_PREFIX) {
                 cfg.kafka.insert(name.to_lowercase().replace('_', "."), v);

@@ -88,14 +88,13 @@ fn status_of(e: &StageError) -> StatusCode {
 
 /// Parses the body as one document or an array of documents, checking each.
 #[allow(clippy::result_large_err)] // the error is the HTTP response itself
-fn parse_documents(body: &[u8], max_text: usize) -> Result<Vec<Document>, Response> {
+fn parse_documents(body: &[u8], limits: &streamrag_operators::Limits) -> Result<Vec<Document>, Response> {
     let text = std::str::from_utf8(body).map_err(|e| error(StatusCode::BAD_REQUEST, format!("body is not UTF-8: {e}")))?;
     let value: Value = serde_json::from_str(text).map_err(|e| error(StatusCode::BAD_REQUEST, format!("body is not JSON: {e}")))?;
     let items = match value {
         Value::Array(a) => a,
         v => vec![v],
     };
-    let limits = streamrag_operators::Limits { max_text_bytes: max_text, ..Default::default() };
     let mut docs = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         let doc: Document = serde_json::from_value(item)
@@ -103,14 +102,14 @@ fn parse_documents(body: &[u8], max_text: usize) -> Result<Vec<Document>, Respon
         if doc.schema_version != SCHEMA_VERSION {
             return Err(error(StatusCode::BAD_REQUEST, format!("document {i}: schema_version {} is not supported", doc.schema_version)));
         }
-        openie::validate(&doc, &limits).map_err(|e| error(status_of(&e), format!("document {i}: {}", e.message)))?;
+        openie::validate(&doc, limits).map_err(|e| error(status_of(&e), format!("document {i}: {}", e.message)))?;
         docs.push(doc);
     }
     Ok(docs)
 }
 
 async fn documents(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Response {
-    let docs = match parse_documents(&body, s.node.config.limits.max_text_bytes) {
+    let docs = match parse_documents(&body, &s.node.config.limits) {
         Ok(d) => d,
         Err(r) => return r,
     };
@@ -175,14 +174,21 @@ mod tests {
 
     #[test]
     fn bodies_are_checked_document_by_document() {
-        assert_eq!(status(parse_documents(br#"{"id":"a","text":"x"}"#, 10)), StatusCode::OK);
-        assert_eq!(parse_documents(br#"[{"id":"a","text":"x"},{"id":"b","text":"y"}]"#, 10).unwrap().len(), 2);
-        assert_eq!(status(parse_documents(b"\xff", 10)), StatusCode::BAD_REQUEST);
-        assert_eq!(status(parse_documents(b"{", 10)), StatusCode::BAD_REQUEST);
-        assert_eq!(status(parse_documents(br#"[{"id":"a","text":"x"},{"text":"y"}]"#, 10)), StatusCode::BAD_REQUEST);
-        assert_eq!(status(parse_documents(br#"{"id":"a"}"#, 10)), StatusCode::BAD_REQUEST);
-        assert_eq!(status(parse_documents(br#"{"id":"a","text":"much too long"}"#, 10)), StatusCode::PAYLOAD_TOO_LARGE);
+        let l = streamrag_operators::Limits { max_text_bytes: 10, ..Default::default() };
+        let l = &l;
+        assert_eq!(status(parse_documents(br#"{"id":"a","text":"x"}"#, l)), StatusCode::OK);
+        assert_eq!(parse_documents(br#"[{"id":"a","text":"x"},{"id":"b","text":"y"}]"#, l).unwrap().len(), 2);
+        assert_eq!(status(parse_documents(b"\xff", l)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(b"{", l)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"[{"id":"a","text":"x"},{"text":"y"}]"#, l)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"{"id":"a"}"#, l)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"{"id":"a","text":"much too long"}"#, l)), StatusCode::PAYLOAD_TOO_LARGE);
         // the status comes from the error's kind: a message that merely mentions a limit is a 400
-        assert_eq!(status(parse_documents(br#"{"id":"over the limit"}"#, 10)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"{"id":"over the limit"}"#, l)), StatusCode::BAD_REQUEST);
+        // an id or title over its bound, or holding a control character, is a 400 naming it
+        let long_id = format!(r#"{{"id":"{}","text":"x"}}"#, "i".repeat(513));
+        assert_eq!(status(parse_documents(long_id.as_bytes(), l)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"{"id":"a\u0000b","text":"x"}"#, l)), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parse_documents(br#"{"id":"a","title":"t\u0007","text":"x"}"#, l)), StatusCode::BAD_REQUEST);
     }
 }

@@ -120,6 +120,8 @@ pub struct Node {
     pub answers: AnswerRouter,
     /// For a query replica that started from a snapshot: the offsets that snapshot reflected.
     pub started_from: Option<BTreeMap<String, i64>>,
+    /// The query stage's retriever, when this node runs one (for in-process evaluation).
+    pub retriever: Option<streamrag_operators::retrieve::Retriever>,
     running: Vec<Running>,
     shutdown: watch::Sender<bool>,
 }
@@ -165,6 +167,7 @@ impl Node {
             ..RunOptions::default()
         };
         let mut s = Starter { transport: transport.clone(), opts, shutdown: shutdown_rx.clone(), tasks: Vec::new(), running: Vec::new() };
+        let mut retriever = None;
         for kind in &kinds {
             match kind {
                 StageKind::OpenIe => s.start(OpenIe::build(&config.openie, &mut shared).await?),
@@ -191,6 +194,7 @@ impl Node {
                         s.start(KgWriter::replica(&config.snapshots, &mut shared).await?);
                     }
                     let (stage, readers) = QueryStage::build(&config.query, &mut shared).await?;
+                    retriever = Some(stage.retriever.clone());
                     for r in readers {
                         s.start(r);
                     }
@@ -209,6 +213,7 @@ impl Node {
             applied,
             answers,
             started_from: shared.started_from,
+            retriever,
             running: s.running,
             shutdown,
         };

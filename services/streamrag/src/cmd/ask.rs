@@ -21,7 +21,7 @@ pub struct AskArgs {
     /// Documents to return.
     #[arg(long)]
     pub top_k: Option<u32>,
-    /// With --data: the retriever to answer with (default: the config file's [query], else ppr).
+    /// With --data: the retriever to answer with (default: the config file's [query], else hybrid).
     #[arg(long, env = "STREAMRAG_RETRIEVER")]
     pub retriever: Option<String>,
     /// With --data and --retriever glm: the checkpoint.
@@ -45,7 +45,7 @@ pub async fn run(a: AskArgs, file: FileConfig) -> Result<()> {
         q.glm_batch.unwrap_or(4),
         minilm_dir(q.sentence_model.clone()),
     )?;
-    let answer = client::ask(&t, &file.topics, &a.question, a.top_k, Duration::from_secs(a.timeout_s), &retriever).await?;
+    let answer = client::ask(&t, &file.topics, &file.limits, &a.question, a.top_k, Duration::from_secs(a.timeout_s), &retriever).await?;
     print_answer(&answer, a.json);
     Ok(())
 }

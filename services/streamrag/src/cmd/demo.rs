@@ -16,14 +16,27 @@ use crate::node::{Node, NodeConfig};
 #[derive(Args)]
 pub struct DemoArgs {
     /// Data directory (default: a fresh temporary one).
-    #[arg(long)]
+    #[arg(long, value_parser = super::data_dir_arg)]
     pub data: Option<PathBuf>,
-    /// The corpus to index.
-    #[arg(long, default_value = "samples/corpus.jsonl")]
-    pub corpus: PathBuf,
-    /// One question per line.
-    #[arg(long, default_value = "samples/questions.txt")]
-    pub questions: PathBuf,
+    /// The corpus to index (default: the sample corpus built into the binary,
+    /// samples/corpus.jsonl).
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    /// One question per line (default: the sample questions built in, samples/questions.txt).
+    #[arg(long)]
+    pub questions: Option<PathBuf>,
+}
+
+/// The samples, shipped inside the binary so the demo runs from any directory, offline.
+const SAMPLE_CORPUS: &str = include_str!("../../../../samples/corpus.jsonl");
+const SAMPLE_QUESTIONS: &str = include_str!("../../../../samples/questions.txt");
+
+/// The text of `path`, or the built-in sample when none is given; and the name to cite it by.
+fn text_of(path: &Option<PathBuf>, sample: &'static str, name: &str) -> Result<(String, String)> {
+    match path {
+        Some(p) => Ok((std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?, p.display().to_string())),
+        None => Ok((sample.to_string(), format!("the built-in {name}"))),
+    }
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {
@@ -31,14 +44,15 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         Some(d) => d.clone(),
         None => crate::scratch_dir("streamrag-demo")?,
     };
-    let docs = client::read_lines(a.corpus.to_str().unwrap_or("-"), false, &Limits::default())?;
+    let (corpus, corpus_name) = text_of(&a.corpus, SAMPLE_CORPUS, "samples/corpus.jsonl")?;
+    let docs = client::parse_lines(corpus.as_bytes(), false, &Limits::default())?;
     for d in &docs {
         if let Line::Rejected { line, reason } = d {
-            bail!("{}:{line}: {reason}", a.corpus.display());
+            bail!("{corpus_name}:{line}: {reason}");
         }
     }
-    let questions: Vec<String> = std::fs::read_to_string(&a.questions)
-        .with_context(|| format!("reading {}", a.questions.display()))?
+    let (questions, _) = text_of(&a.questions, SAMPLE_QUESTIONS, "samples/questions.txt")?;
+    let questions: Vec<String> = questions
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))

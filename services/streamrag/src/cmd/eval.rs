@@ -13,7 +13,7 @@ use futures::StreamExt;
 use serde_json::json;
 use streamrag_operators::metrics::quantile;
 use streamrag_operators::progress::Progress;
-use streamrag_operators::retrieve::RetrieverChoice;
+use streamrag_operators::retrieve::{Hybrid, Retriever, RetrieverChoice};
 use streamrag_schemas::{Query, SCHEMA_VERSION};
 
 use super::minilm_dir;
@@ -27,9 +27,15 @@ pub struct EvalArgs {
     /// A dataset directory (HippoRAG / GFM-RAG layout, e.g. ../shared/datasets/2wikimultihopqa).
     #[arg(long)]
     pub dataset: PathBuf,
-    /// glm, ppr, dense or bm25.
-    #[arg(long, default_value = "ppr")]
+    /// hybrid, glm, ppr, dense or bm25.
+    #[arg(long, default_value = "hybrid")]
     pub retriever: String,
+    /// Hybrid weights: KEY=VALUE, repeatable (the fields of HybridParams, e.g. damping=0.5).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Also measure the hybrid with each of its parts switched off in turn.
+    #[arg(long)]
+    pub ablate: bool,
     /// A checkpoint `streamrag train` wrote (for --retriever glm).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
@@ -40,8 +46,12 @@ pub struct EvalArgs {
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Data directory for the pipeline (default: a temporary one, removed after).
-    #[arg(long)]
+    #[arg(long, value_parser = super::data_dir_arg)]
     pub data: Option<PathBuf>,
+    /// The --data directory already holds this corpus (an earlier eval's): send nothing, ask
+    /// at once (its passage indexes are read on from their commits).
+    #[arg(long, requires = "data")]
+    pub indexed: bool,
     /// The sentence encoder (all-MiniLM-L6-v2 directory) of the dense retriever.
     #[arg(long)]
     pub sentence_model: Option<PathBuf>,
@@ -53,9 +63,29 @@ pub struct EvalArgs {
     pub glm_batch: usize,
 }
 
+/// Recall of the node's hybrid with each part switched off in turn, on the same graph and
+/// indexes (retrieval called in process, eight questions per batch).
+fn ablate(node: &Node, h: &Hybrid, questions: &[&Question]) -> Result<Vec<(&'static str, Acc)>> {
+    let g = node.graph.as_ref().expect("kg-writer runs").current();
+    let mut out = Vec::new();
+    for (name, params) in h.params.ablations() {
+        let r = Retriever::Hybrid(Arc::new(Hybrid { params, ..h.clone() }));
+        let mut acc = Acc::default();
+        for chunk in questions.chunks(8) {
+            let asks: Vec<(&str, usize)> = chunk.iter().map(|q| (q.text.as_str(), 5)).collect();
+            for (q, got) in chunk.iter().zip(r.retrieve_batch(&g, &asks)?) {
+                let ranked: Vec<String> = got.documents.into_iter().map(|d| d.id).collect();
+                acc.add(recall_at(&ranked, &q.gold, 2), recall_at(&ranked, &q.gold, 5));
+            }
+        }
+        out.push((name, acc));
+    }
+    Ok(out)
+}
+
 /// Starts an embedded node under `data` (a fresh temporary directory when None) and sends the
 /// corpus through it; returns when every stage has caught up.
-pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
+pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice, send: bool) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
     let (dir, temp) = match data {
         Some(d) => (d.to_path_buf(), false),
         None => (crate::scratch_dir("streamrag-eval")?, true),
@@ -64,13 +94,15 @@ pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: Retrieve
     cfg.query.retriever = retriever;
     let (node, tasks) = Node::start(cfg).await?;
     let t0 = Instant::now();
-    let mut bar = Bar::counting("docs");
-    bar.start("ingest", ds.corpus.len() as u64);
-    for chunk in ds.corpus.chunks(500) {
-        node.publish_documents(chunk).await?;
-        bar.inc(chunk.len() as u64);
+    if send {
+        let mut bar = Bar::counting("docs");
+        bar.start("ingest", ds.corpus.len() as u64);
+        for chunk in ds.corpus.chunks(500) {
+            node.publish_documents(chunk).await?;
+            bar.inc(chunk.len() as u64);
+        }
+        bar.finish();
     }
-    bar.finish();
     node.wait_drained(Duration::from_secs(4 * 3600)).await?;
     Ok((node, tasks, dir, temp, t0.elapsed().as_secs_f64()))
 }
@@ -107,11 +139,19 @@ pub async fn run(o: EvalArgs) -> Result<()> {
     }
     // a checkpoint matters only to the GLM (eval ignores it for the baselines)
     let checkpoint = o.checkpoint.clone().filter(|_| o.retriever == "glm");
-    let choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, minilm_dir(o.sentence_model.clone()))?;
-    if let RetrieverChoice::Dense { model } = &choice {
-        super::check_model_dir(model, "--sentence-model")?;
+    let mut choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, minilm_dir(o.sentence_model.clone()))?;
+    match &mut choice {
+        RetrieverChoice::Dense { model } => super::check_model_dir(model, "--sentence-model")?,
+        RetrieverChoice::Hybrid { params, .. } => {
+            for kv in &o.set {
+                let (k, v) = kv.split_once('=').with_context(|| format!("--set {kv}: KEY=VALUE"))?;
+                params.set(k.trim(), v.trim()).map_err(|e| anyhow::anyhow!("--set {kv}: {e}"))?;
+            }
+        }
+        _ if !o.set.is_empty() || o.ablate => bail!("--set and --ablate are for --retriever hybrid"),
+        _ => {}
     }
-    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice).await?;
+    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice, !o.indexed).await?;
     let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
     eprintln!("indexed {} passages in {index_s:.1}s: {} entities, {} triples", ds.corpus.len(), stats.entities, stats.triples);
     let t0 = Instant::now();
@@ -132,6 +172,10 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         .collect::<Result<_>>()?;
     bar.finish();
     let ask_s = t0.elapsed().as_secs_f64();
+    let ablation = match (&node.retriever, o.ablate) {
+        (Some(Retriever::Hybrid(h)), true) => ablate(&node, h, &questions)?,
+        _ => vec![],
+    };
     tasks.join(&node).await?;
     if temp {
         let _ = std::fs::remove_dir_all(&dir);
@@ -151,7 +195,7 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         }
         by_type.entry(q.kind.clone()).or_default().add(r2, r5);
         latencies.push(a.latency_ms);
-        per_question.push(json!({"index": q.index, "id": q.id, "type": q.kind, "recall@2": r2, "recall@5": r5, "seeds": a.seeds, "top5": ranked}));
+        per_question.push(json!({"index": q.index, "id": q.id, "type": q.kind, "recall@2": r2, "recall@5": r5, "seeds": a.seeds, "top5": ranked, "triples": a.triples.iter().map(|t| format!("({}; {}; {})", t.subject, t.relation, t.object)).collect::<Vec<_>>()}));
     }
     let report = json!({
         "dataset": o.dataset.display().to_string(),
@@ -168,6 +212,7 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         "index_seconds": round1(index_s),
         "ask_seconds": round1(ask_s),
         "latency_ms": {"p50": round1(quantile(&mut latencies, 0.5)), "p95": round1(quantile(&mut latencies, 0.95))},
+        "ablation": ablation.iter().map(|(name, a)| json!({"without": name, "all": a.json()})).collect::<Vec<_>>(),
         "per_question": per_question,
     });
     println!("eval {} on {} ({} questions, {}):", o.retriever, o.dataset.display(), all.n, report["questions"].as_str().unwrap_or(""));
@@ -182,6 +227,12 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         row(k, v);
     }
     println!("  query latency p50 {} ms, p95 {} ms; {ask_s:.1}s for all questions", report["latency_ms"]["p50"], report["latency_ms"]["p95"]);
+    if !ablation.is_empty() {
+        println!("  ablation (each part switched off in turn):");
+        for (name, a) in &ablation {
+            row(name, a);
+        }
+    }
     if let Some(p) = &o.report {
         std::fs::write(p, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", p.display()))?;
         println!("  report: {}", p.display());

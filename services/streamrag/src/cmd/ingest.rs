@@ -27,11 +27,15 @@ pub struct IngestArgs {
 pub async fn run(a: IngestArgs, file: FileConfig) -> Result<()> {
     let t = a.to.target(&file);
     let items = match (&a.delete, &a.file) {
-        (Some(id), None) => vec![Line::Doc(Document::delete(id.clone()))],
+        (Some(id), None) => {
+            file.limits.check_id("--delete", id).map_err(anyhow::Error::msg)?;
+            vec![Line::Doc(Document::delete(id.clone()))]
+        }
         (None, Some(path)) => client::read_lines(path, a.raw, &file.limits)?,
         (Some(_), Some(_)) => bail!("give either --delete ID or a FILE, not both"),
         (None, None) => bail!("give a FILE of JSON lines (or - for stdin), or --delete ID"),
     };
+    // one bad line and nothing is published: fix the file and send it again whole
     let mut rejected = 0;
     for item in &items {
         if let Line::Rejected { line, reason } = item {
@@ -39,11 +43,11 @@ pub async fn run(a: IngestArgs, file: FileConfig) -> Result<()> {
             rejected += 1;
         }
     }
+    if rejected > 0 {
+        bail!("{rejected} line(s) rejected; nothing was published");
+    }
     let t0 = Instant::now();
     let sent = client::ingest(&t, &file.topics, items).await?;
-    eprintln!("ingested {sent} record(s) in {:.2}s; {rejected} rejected", t0.elapsed().as_secs_f64());
-    if rejected > 0 {
-        bail!("{rejected} line(s) rejected");
-    }
+    eprintln!("ingested {sent} record(s) in {:.2}s", t0.elapsed().as_secs_f64());
     Ok(())
 }

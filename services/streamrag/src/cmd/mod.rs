@@ -54,7 +54,7 @@ pub struct TargetArgs {
     #[arg(long, conflicts_with = "brokers")]
     pub http: Option<String>,
     /// Data directory of a stopped embedded node (when neither --brokers nor --http).
-    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    #[arg(long, value_parser = data_dir_arg, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
     pub data: PathBuf,
 }
 
@@ -67,6 +67,24 @@ impl TargetArgs {
             return Target::Kafka(self.conn.transport(file));
         }
         Target::Embedded(streamrag_operators::DataDir::new(&self.data))
+    }
+}
+
+/// A `--data` directory: refused at parse time when the path is there but is not a directory.
+pub fn data_dir_arg(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.exists() && !p.is_dir() {
+        return Err(format!("{s} is a file, not a data directory"));
+    }
+    Ok(p)
+}
+
+/// A count that must be at least 1 (`--snapshot-keep`, `--top-k` ...).
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a whole number: {e}")),
     }
 }
 
@@ -87,7 +105,7 @@ pub fn node_config(conn: &Conn, data: &Path, file: &FileConfig) -> NodeConfig {
 /// Where the all-MiniLM-L6-v2 files are: the flag, else $STREAMRAG_MINILM_DIR, else .models/
 /// (what scripts/fetch-models.sh fills).
 pub fn minilm_dir(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os("STREAMRAG_MINILM_DIR").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(".models/all-MiniLM-L6-v2"))
+    flag.unwrap_or_else(streamrag_operators::retrieve::default_sentence_model)
 }
 
 /// Fails in one line, naming the fix, when `dir` holds no sentence encoder.

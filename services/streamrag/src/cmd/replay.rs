@@ -22,7 +22,7 @@ pub struct ReplayArgs {
     pub snapshot: PathBuf,
     /// Data directory whose graph store to (re)build; its embedded log (if any) is the log to
     /// continue from when there is no --brokers.
-    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    #[arg(long, value_parser = super::data_dir_arg, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
     pub data: PathBuf,
     /// Stop at these graph-deltas positions (PARTITION=LAST_OFFSET,...): the graph as of a past
     /// point in the log. Default: the end of the log when the replay starts.

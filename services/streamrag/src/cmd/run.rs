@@ -21,7 +21,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub conn: Conn,
     /// Data directory: the embedded log and the graph store.
-    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    #[arg(long, value_parser = super::data_dir_arg, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
     pub data: PathBuf,
     /// Serve the HTTP API on this address (e.g. 127.0.0.1:8080; a bare port binds to 127.0.0.1).
     #[arg(long, env = "STREAMRAG_HTTP")]
@@ -30,10 +30,10 @@ pub struct RunArgs {
     #[arg(long, env = "STREAMRAG_STAGES", value_delimiter = ',')]
     pub stages: Vec<String>,
     /// Partitions for topics this process creates on Kafka.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
     pub partitions: i32,
     /// Largest accepted document text in bytes.
-    #[arg(long, env = "STREAMRAG_MAX_TEXT_BYTES")]
+    #[arg(long, env = "STREAMRAG_MAX_TEXT_BYTES", value_parser = super::at_least_one)]
     pub max_text_bytes: Option<usize>,
     /// Periodic snapshots: the kg-writer writes them here; a query replica starts from the
     /// newest one here.
@@ -43,19 +43,19 @@ pub struct RunArgs {
     #[arg(long, env = "STREAMRAG_SNAPSHOT_EVERY_S", default_value_t = 300)]
     pub snapshot_every_s: u64,
     /// Periodic snapshots kept.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::at_least_one)]
     pub snapshot_keep: usize,
-    /// The query stage's retriever: ppr, glm (needs --checkpoint), dense or bm25. Default: glm when
-    /// a checkpoint is given, else ppr.
+    /// The query stage's retriever: hybrid, ppr, glm (needs --checkpoint), dense or bm25.
+    /// Default: glm when a checkpoint is given, else hybrid.
     #[arg(long, env = "STREAMRAG_RETRIEVER")]
     pub retriever: Option<String>,
     /// A GLM checkpoint `streamrag train` wrote.
     #[arg(long, env = "STREAMRAG_GLM_CHECKPOINT")]
     pub checkpoint: Option<PathBuf>,
     /// GLM graphs per forward pass (concurrent queries share passes).
-    #[arg(long, env = "STREAMRAG_GLM_BATCH")]
+    #[arg(long, env = "STREAMRAG_GLM_BATCH", value_parser = super::at_least_one)]
     pub glm_batch: Option<usize>,
-    /// The sentence encoder of the dense retriever (all-MiniLM-L6-v2 directory).
+    /// The sentence encoder of the hybrid and dense retrievers (all-MiniLM-L6-v2 directory).
     #[arg(long, env = "STREAMRAG_MINILM_DIR")]
     pub sentence_model: Option<PathBuf>,
     #[command(flatten)]

@@ -12,7 +12,7 @@ use crate::progress::Bar;
 #[derive(Args)]
 pub struct SnapshotArgs {
     /// Data directory of a stopped node.
-    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    #[arg(long, value_parser = super::data_dir_arg, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
     pub data: PathBuf,
     /// Snapshot directory to create.
     #[arg(long)]

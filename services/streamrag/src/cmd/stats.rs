@@ -11,7 +11,7 @@ pub struct StatsArgs {
     #[arg(long)]
     pub http: Option<String>,
     /// Data directory of a stopped node.
-    #[arg(long, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
+    #[arg(long, value_parser = super::data_dir_arg, env = "STREAMRAG_DATA", default_value = "streamrag-data")]
     pub data: PathBuf,
 }
 

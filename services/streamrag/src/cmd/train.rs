@@ -31,7 +31,7 @@ pub struct TrainArgs {
     /// The question encoder (all-MiniLM-L6-v2 directory).
     #[arg(long)]
     pub question_model: Option<PathBuf>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::data_dir_arg)]
     pub data: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     pub epochs: usize,
@@ -71,7 +71,7 @@ pub async fn run(a: TrainArgs) -> Result<()> {
     if questions.is_empty() {
         bail!("no training questions with gold passages in {range:?}");
     }
-    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, a.data.as_deref(), RetrieverChoice::Ppr).await?;
+    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, a.data.as_deref(), RetrieverChoice::Ppr, true).await?;
     let g = node.graph.as_ref().expect("kg-writer runs").current();
     tasks.join(&node).await?;
     if temp {

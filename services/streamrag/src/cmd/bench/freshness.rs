@@ -27,7 +27,7 @@ pub struct BenchFreshnessArgs {
     #[arg(long, default_value_t = 5)]
     pub warmup_s: usize,
     /// Kafka partitions of the fresh topics (with --brokers).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
     pub partitions: i32,
 }
 

@@ -1,0 +1,692 @@
+//! The hybrid retriever: a question is read four ways and the readings meet in one walk.
+//!
+//! 1. **Passages.** BM25 (tantivy) and dense (MiniLM) each propose `candidates` passages; their
+//!    scores, each scaled to [0, 1] and weighted, are the passage prior.
+//! 2. **Names.** The longest word n-grams of the question that are entity ids link it to the
+//!    graph, each weighted by the share of the question's IDF its words carry (a name made of
+//!    common words says little) over its document frequency (and so does a hub).
+//! 3. **Facts.** The facts near what the question links (the linked entities' triples, and those
+//!    of the best prior passages) are matched against the question: the share of the question's
+//!    BM25 weight (IDF of its analysed terms) a fact's words carry. The best `facts` facts seed
+//!    their two ends. This is what tells "the husband of X" from "the river through X's
+//!    birthplace": the same seed, different facts, different neighbours.
+//! 4. **The walk.** Personalized PageRank (damping `damping`) over entities and passages
+//!    together (HippoRAG 2's layout): entity-entity edges weighted by their number of triples,
+//!    passage-entity edges for the entities a passage mentions. The restart vector puts the
+//!    entity seeds' mass (names and fact ends, over their document frequency) beside the
+//!    passage prior's (`passage_weight` of the total). A passage's score is its walk mass
+//!    (scaled to the best passage's) plus `prior_mix` times its prior. The prior passages hold
+//!    restart mass, so BM25 and dense are never lost by the fusion even at `prior_mix` 0, the
+//!    default: on the tuning half adding the prior back after the walk cost Recall@5 (82.2 at
+//!    0 against 70.7 at 0.5), since it pulls the lexical near-misses above second-hop passages.
+//!
+//! 5. **Rank fusion** (off by default). The walk's ranking fused with BM25's and dense's by
+//!    reciprocal rank (`fuse_bm25`, `fuse_dense`, `fuse_k`). On 2Wiki questions 0-199 it lifted
+//!    comparison Recall@2 (85.3 to 93.1 at weight 1, k 60) but cost Recall@5 overall (85.6 to
+//!    69.5): BM25's near-misses push out second-hop passages. Two more switches measured there
+//!    and left off: `fact_skip_names` (match facts only on the words outside the linked names;
+//!    71.3 Recall@5, because single-word "names" such as "born" or "film" are linked too) and
+//!    `fact_link_bonus`.
+//!
+//! Nothing here names a dataset's words: common words weigh little because BM25's IDF says so.
+//! The weights were set on 2Wiki questions 0-499 (docs/retrieval.md says how); `eval` prints the
+//! ablation of each part.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::sync::Arc;
+
+use streamrag_schemas::{ScoredDocument, Triple};
+
+use crate::graph::GraphState;
+use crate::normalize::{normalize, words};
+
+use super::bm25::Bm25Index;
+use super::dense::DenseIndex;
+use super::rank::{display_name, supporting_triples};
+use super::{RetrieveError, Retrieved};
+
+/// The hybrid's weights and sizes. `eval --set KEY=VALUE` overrides any of them by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HybridParams {
+    /// Passages each of BM25 and dense proposes.
+    pub candidates: usize,
+    /// Weight of BM25 in the passage prior (0: off).
+    pub bm25: f64,
+    /// Weight of dense similarity in the passage prior (0: off).
+    pub dense: f64,
+    /// Link the question's entity names (false: off).
+    pub names: bool,
+    /// Restart weight of a linked name, before the division by its document frequency.
+    pub name_weight: f64,
+    /// Facts whose ends seed the walk (0: fact matching off).
+    pub facts: usize,
+    /// Restart weight of a matched fact's ends, times its match score.
+    pub fact_weight: f64,
+    /// 2: also match the facts of the matched facts' far ends, scored by what the two facts
+    /// together carry of the question (1: the first facts only).
+    pub fact_hops: usize,
+    /// A chained fact's score is this share of what the two facts carry together.
+    pub chain_weight: f64,
+    /// The best prior passages whose facts are matched too (besides the linked entities').
+    pub fact_passages: usize,
+    /// A matched fact's mass goes to both its ends (false: only to the ends that are not
+    /// linked names, which have their own).
+    pub fact_both_ends: bool,
+    /// A fact's word matches a question's word when they are equal or one begins with the
+    /// other and the shorter has at least this many letters ("direct" in "director"; 0: equal
+    /// only).
+    pub fact_prefix: usize,
+    /// A fact that touches a linked name scores 1 + this times its match (0: no preference).
+    pub fact_link_bonus: f64,
+    /// Match facts only on the question's words outside its linked names (false: on all).
+    pub fact_skip_names: bool,
+    /// Run the walk (false: the passage prior alone ranks).
+    pub walk: bool,
+    /// Share of the restart mass on passages (the prior); the rest is on entities.
+    pub passage_weight: f64,
+    /// Weight of the edge between a passage and the entity its title names (its subject), beside
+    /// 1 for any other entity it mentions: a bridge entity's mass goes mostly to its own page.
+    pub title_weight: f64,
+    /// Probability of following an edge.
+    pub damping: f64,
+    pub iterations: usize,
+    /// Hops from the entity seeds the walk's entities reach.
+    pub hops: usize,
+    /// Most entities in the walk.
+    pub max_nodes: usize,
+    /// An entity mentioned by more documents than this brings none of them into the walk and
+    /// lends its facts to no match: it is a hub.
+    pub max_df: usize,
+    /// Weight of the prior beside the walk in the final score.
+    pub prior_mix: f64,
+    /// A walked passage's mass is multiplied by 1 + prior_boost × its prior: among the passages
+    /// the walk reaches, those that also say what is asked rise (0: off).
+    pub prior_boost: f64,
+    /// Longest entity name, in words, tried when linking names.
+    pub max_ngram: usize,
+    /// The final list fuses the walk's ranking with BM25's and dense's by reciprocal rank:
+    /// a passage gets w / (fuse_k + rank) from each list (the walk's w is 1). This is what keeps
+    /// the hybrid from falling below its strongest single signal when the walk wanders.
+    pub fuse_k: f64,
+    /// Weight of BM25's ranking in the final fusion (0: the walk's ranking alone).
+    pub fuse_bm25: f64,
+    /// Weight of dense's ranking in the final fusion (0: off).
+    pub fuse_dense: f64,
+}
+
+impl Default for HybridParams {
+    fn default() -> Self {
+        HybridParams {
+            candidates: 100,
+            bm25: 1.0,
+            dense: 1.0,
+            names: true,
+            name_weight: 1.0,
+            facts: 5,
+            fact_weight: 1.0,
+            fact_hops: 1,
+            chain_weight: 0.3,
+            fact_passages: 3,
+            fact_prefix: 5,
+            fact_both_ends: false,
+            fact_skip_names: false,
+            fact_link_bonus: 0.0,
+            walk: true,
+            passage_weight: 0.05,
+            title_weight: 1.0,
+            damping: 0.7,
+            iterations: 30,
+            hops: 2,
+            max_nodes: 5_000,
+            max_df: 200,
+            prior_mix: 0.0,
+            prior_boost: 0.0,
+            max_ngram: 10,
+            fuse_k: 60.0,
+            fuse_bm25: 0.0,
+            fuse_dense: 0.0,
+        }
+    }
+}
+
+impl HybridParams {
+    /// Sets one parameter by its field name.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, String> {
+            v.parse().map_err(|_| format!("{key}: not a number: {v}"))
+        }
+        match key {
+            "candidates" => self.candidates = num(key, value)?,
+            "bm25" => self.bm25 = num(key, value)?,
+            "dense" => self.dense = num(key, value)?,
+            "names" => self.names = value.parse().map_err(|_| format!("names: true or false, not {value}"))?,
+            "name_weight" => self.name_weight = num(key, value)?,
+            "facts" => self.facts = num(key, value)?,
+            "fact_weight" => self.fact_weight = num(key, value)?,
+            "fact_hops" => self.fact_hops = num(key, value)?,
+            "chain_weight" => self.chain_weight = num(key, value)?,
+            "fact_passages" => self.fact_passages = num(key, value)?,
+            "fact_prefix" => self.fact_prefix = num(key, value)?,
+            "fact_both_ends" => self.fact_both_ends = value.parse().map_err(|_| format!("fact_both_ends: true or false, not {value}"))?,
+            "fact_link_bonus" => self.fact_link_bonus = num(key, value)?,
+            "fact_skip_names" => self.fact_skip_names = value.parse().map_err(|_| format!("fact_skip_names: true or false, not {value}"))?,
+            "walk" => self.walk = value.parse().map_err(|_| format!("walk: true or false, not {value}"))?,
+            "passage_weight" => self.passage_weight = num(key, value)?,
+            "title_weight" => self.title_weight = num(key, value)?,
+            "damping" => self.damping = num(key, value)?,
+            "iterations" => self.iterations = num(key, value)?,
+            "hops" => self.hops = num(key, value)?,
+            "max_nodes" => self.max_nodes = num(key, value)?,
+            "max_df" => self.max_df = num(key, value)?,
+            "prior_mix" => self.prior_mix = num(key, value)?,
+            "prior_boost" => self.prior_boost = num(key, value)?,
+            "max_ngram" => self.max_ngram = num(key, value)?,
+            "fuse_k" => self.fuse_k = num(key, value)?,
+            "fuse_bm25" => self.fuse_bm25 = num(key, value)?,
+            "fuse_dense" => self.fuse_dense = num(key, value)?,
+            _ => return Err(format!("no hybrid parameter {key}")),
+        }
+        Ok(())
+    }
+
+    /// Each part of the hybrid switched off in turn, by name.
+    pub fn ablations(&self) -> Vec<(&'static str, HybridParams)> {
+        let with = |f: &dyn Fn(&mut HybridParams)| {
+            let mut p = self.clone();
+            f(&mut p);
+            p
+        };
+        vec![
+            ("without BM25", with(&|p| p.bm25 = 0.0)),
+            ("without dense", with(&|p| p.dense = 0.0)),
+            ("without names", with(&|p| p.names = false)),
+            ("without facts", with(&|p| p.facts = 0)),
+            ("without passages in the walk", with(&|p| p.passage_weight = 0.0)),
+            ("without the walk (prior only)", with(&|p| p.walk = false)),
+            ("without the final rank fusion", with(&|p| {
+                p.fuse_bm25 = 0.0;
+                p.fuse_dense = 0.0;
+            })),
+        ]
+    }
+}
+
+/// The hybrid retriever over the live graph and the two passage indexes. Dense is optional:
+/// without a sentence encoder the prior is BM25's alone.
+#[derive(Clone)]
+pub struct Hybrid {
+    pub bm25: Arc<Bm25Index>,
+    pub dense: Option<Arc<DenseIndex>>,
+    pub params: HybridParams,
+}
+
+/// The passage prior, and the two rankings it came from (best first).
+struct Prior {
+    scores: HashMap<String, f64>,
+    bm25: Vec<String>,
+    dense: Vec<String>,
+}
+
+/// A question's analysed terms with their IDF.
+struct Terms {
+    idf: HashMap<String, f64>,
+    total: f64,
+}
+
+impl Hybrid {
+    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>, RetrieveError> {
+        let p = &self.params;
+        let qv = match &self.dense {
+            Some(d) if p.dense > 0.0 && !d.is_empty() => Some(d.embed_questions(&qs.iter().map(|q| q.0).collect::<Vec<_>>())?),
+            _ => None,
+        };
+        let searcher = self.bm25.searcher();
+        qs.iter()
+            .enumerate()
+            .map(|(i, (q, k))| self.retrieve_one(g, &searcher, q, qv.as_ref().map(|v| v[i].as_slice()), *k))
+            .collect()
+    }
+
+    fn retrieve_one(&self, g: &GraphState, searcher: &tantivy::Searcher, q: &str, qv: Option<&[f32]>, k: usize) -> Result<Retrieved, RetrieveError> {
+        let p = &self.params;
+        let Prior { scores: prior, bm25: bm25_ranked, dense: dense_ranked } = self.prior(searcher, q, qv)?;
+        let names = if p.names { link_names(g, q, p.max_ngram) } else { vec![] };
+        let terms = {
+            let t = self.bm25.terms(q)?;
+            let idf = self.bm25.idf(searcher, &t)?;
+            let idf: HashMap<String, f64> = t.into_iter().zip(idf).collect();
+            let total = idf.values().sum();
+            Terms { idf, total }
+        };
+        let facts = if p.facts > 0 { self.match_facts(g, &names, &prior, &terms)? } else { vec![] };
+
+        // the restart vector: entities (names, fact ends), then passages (the prior)
+        let mut ent_reset: HashMap<&str, f64> = HashMap::default();
+        for n in &names {
+            if let Some(e) = g.entity(n) {
+                // a name made of common words ("film", "place of birth") says little
+                let share = if terms.total > 0.0 { self.bm25.terms(e.name())?.iter().filter_map(|w| terms.idf.get(w)).sum::<f64>() / terms.total } else { 1.0 };
+                if share > 0.0 {
+                    *ent_reset.entry(e.id()).or_default() += p.name_weight * share / e.df().max(1) as f64;
+                }
+            }
+        }
+        for ((s, _, o), score) in &facts {
+            for end in [s, o] {
+                if !p.fact_both_ends && names.iter().any(|n| n == end) {
+                    continue;
+                }
+                if let Some(e) = g.entity(end) {
+                    *ent_reset.entry(e.id()).or_default() += p.fact_weight * score / e.df().max(1) as f64;
+                }
+            }
+        }
+        let scores: HashMap<String, f64> = if p.walk && !(ent_reset.is_empty() && prior.is_empty()) {
+            let walked = walk(g, p, &ent_reset, &prior);
+            let max_walk = walked.docs.values().fold(0.0f64, |a, b| a.max(*b));
+            let mut s: HashMap<String, f64> = prior.iter().map(|(d, x)| (d.clone(), p.prior_mix * x)).collect();
+            if max_walk > 0.0 {
+                for (d, m) in walked.docs {
+                    let boost = 1.0 + p.prior_boost * prior.get(&d).copied().unwrap_or(0.0);
+                    *s.entry(d).or_default() += boost * m / max_walk;
+                }
+            }
+            s
+        } else {
+            prior.clone()
+        };
+        let mut ranked: Vec<(String, f64)> = scores.into_iter().filter(|(d, _)| g.doc(d).is_some() || prior.contains_key(d)).collect();
+        let by_score = |a: &(String, f64), b: &(String, f64)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
+        ranked.sort_by(by_score);
+        if p.fuse_bm25 > 0.0 || p.fuse_dense > 0.0 {
+            let mut fused: HashMap<String, f64> = HashMap::default();
+            let lists: [(f64, Vec<&String>); 3] = [
+                (1.0, ranked.iter().map(|(d, _)| d).collect()),
+                (p.fuse_bm25, bm25_ranked.iter().collect()),
+                (p.fuse_dense, dense_ranked.iter().collect()),
+            ];
+            for (w, list) in lists {
+                if w > 0.0 {
+                    for (r, d) in list.into_iter().enumerate() {
+                        *fused.entry(d.clone()).or_default() += w / (p.fuse_k + r as f64 + 1.0);
+                    }
+                }
+            }
+            ranked = fused.into_iter().collect();
+            ranked.sort_by(by_score);
+        }
+        ranked.truncate(k);
+        let documents: Vec<ScoredDocument> = ranked
+            .into_iter()
+            .map(|(id, score)| {
+                let title = g.doc(&id).map(|d| d.title().to_string()).unwrap_or_default();
+                ScoredDocument { id, title, score }
+            })
+            .collect();
+        let triples = evidence(g, &documents, &facts);
+        let mut seeds: Vec<String> = names.iter().map(|n| display_name(g, n)).collect();
+        for ((s, _, o), _) in &facts {
+            for end in [s, o] {
+                let n = display_name(g, end);
+                if !seeds.contains(&n) {
+                    seeds.push(n);
+                }
+            }
+        }
+        Ok(Retrieved { seeds, documents, triples })
+    }
+
+    /// BM25 and dense candidates, each scaled to [0, 1] (BM25 by its best score, dense from its
+    /// worst to its best candidate), weighted and summed.
+    fn prior(&self, searcher: &tantivy::Searcher, q: &str, qv: Option<&[f32]>) -> Result<Prior, RetrieveError> {
+        let p = &self.params;
+        let mut prior: HashMap<String, f64> = HashMap::default();
+        let (mut bm25, mut dense) = (Vec::new(), Vec::new());
+        if p.bm25 > 0.0 {
+            let hits = self.bm25.search(searcher, q, p.candidates)?;
+            let max = hits.first().map(|h| h.score).unwrap_or(0.0);
+            if max > 0.0 {
+                for h in hits {
+                    *prior.entry(h.id.clone()).or_default() += p.bm25 * h.score / max;
+                    bm25.push(h.id);
+                }
+            }
+        }
+        if let (Some(d), Some(qv)) = (&self.dense, qv) {
+            let hits = d.nearest(qv, p.candidates);
+            if let (Some(hi), Some(lo)) = (hits.first().map(|h| h.score), hits.last().map(|h| h.score)) {
+                let span = (hi - lo).max(1e-9);
+                for h in hits {
+                    *prior.entry(h.id.clone()).or_default() += p.dense * (h.score - lo) / span;
+                    dense.push(h.id);
+                }
+            }
+        }
+        Ok(Prior { scores: prior, bm25, dense })
+    }
+
+    /// The facts near the question's links, scored by the share of the question's IDF weight
+    /// their words carry; the best `facts`, best first.
+    fn match_facts<'g>(
+        &self,
+        g: &'g GraphState,
+        names: &[String],
+        prior: &HashMap<String, f64>,
+        terms: &Terms,
+    ) -> Result<Vec<((&'g str, &'g str, &'g str), f64)>, RetrieveError> {
+        let p = &self.params;
+        let mut cands: HashSet<(&str, &str, &str)> = HashSet::default();
+        for n in names {
+            if g.entity(n).is_some_and(|e| e.df() <= p.max_df) {
+                cands.extend(g.incident(n));
+            }
+        }
+        let mut best: Vec<(&String, f64)> = prior.iter().map(|(d, s)| (d, *s)).collect();
+        best.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        for (d, _) in best.into_iter().take(p.fact_passages) {
+            if let Some(doc) = g.doc(d) {
+                cands.extend(doc.triples());
+            }
+        }
+        if terms.total <= 0.0 {
+            return Ok(vec![]);
+        }
+        // the question's terms each fact's words match, as a bit set over `asked`
+        // what is asked about the linked names, not the names themselves: a fact does not
+        // match "the husband of Marie Curie" by holding "Marie Curie"
+        let mut named: HashSet<String> = HashSet::default();
+        if p.fact_skip_names {
+            for n in names {
+                named.extend(self.bm25.terms(&display_name(g, n))?);
+            }
+        }
+        let asked: Vec<(&String, f64)> = {
+            let mut v: Vec<(&String, f64)> = terms.idf.iter().filter(|(w, _)| !named.contains(*w)).map(|(w, x)| (w, *x)).collect();
+            v.sort_by(|a, b| a.0.cmp(b.0));
+            v.truncate(64);
+            v
+        };
+        let asked_total: f64 = asked.iter().map(|(_, x)| x).sum();
+        if asked_total <= 0.0 {
+            return Ok(vec![]);
+        }
+        let matched = |t: (&str, &str, &str)| -> Result<u64, RetrieveError> {
+            let text = format!("{} {} {}", display_name(g, t.0), t.1, display_name(g, t.2));
+            let words = self.bm25.terms(&text)?;
+            Ok(asked.iter().enumerate().filter(|(_, (q, _))| words.iter().any(|w| same_word(q, w, p.fact_prefix))).fold(0u64, |m, (i, _)| m | 1 << i))
+        };
+        let carried = |m: u64| -> f64 { asked.iter().enumerate().filter(|(i, _)| m & (1 << i) != 0).map(|(_, (_, x))| x).sum::<f64>() / asked_total };
+        let mut first: Vec<((&str, &str, &str), u64)> = Vec::with_capacity(cands.len());
+        for t in cands {
+            let m = matched(t)?;
+            if m != 0 {
+                first.push((t, m));
+            }
+        }
+        // a fact about what the question names outranks an equal one about a passage's entity
+        let linked = |t: &(&str, &str, &str)| names.iter().any(|n| n == t.0 || n == t.2);
+        let score = |t: &(&str, &str, &str), m: u64| carried(m) * if linked(t) { 1.0 + p.fact_link_bonus } else { 1.0 };
+        first.sort_by(|a, b| score(&b.0, b.1).total_cmp(&score(&a.0, a.1)).then_with(|| a.0.cmp(&b.0)));
+        first.truncate(p.facts);
+        // chains: a fact of a matched fact's far end that says more of the question than the
+        // first did ("born in Warsaw", then "Warsaw lies on the Vistula" for the river question)
+        let mut scored: Vec<((&str, &str, &str), f64)> = first.iter().map(|(t, m)| (*t, score(t, *m))).collect();
+        if p.fact_hops >= 2 {
+            let firsts: HashSet<(&str, &str, &str)> = first.iter().map(|(t, _)| *t).collect();
+            let mut seen: HashSet<(&str, &str, &str)> = HashSet::default();
+            let mut chains: Vec<((&str, &str, &str), f64)> = Vec::new();
+            for (t, m) in &first {
+                for end in [t.0, t.2] {
+                    if names.iter().any(|n| n == end) || g.document_frequency(end) > p.max_df {
+                        continue;
+                    }
+                    for u in g.incident(end) {
+                        if firsts.contains(&u) || !seen.insert(u) {
+                            continue;
+                        }
+                        let mu = matched(u)?;
+                        if mu & !m != 0 {
+                            chains.push((u, p.chain_weight * carried(m | mu)));
+                        }
+                    }
+                }
+            }
+            chains.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            chains.truncate(p.facts);
+            scored.extend(chains);
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        }
+        Ok(scored)
+    }
+}
+
+/// Whether two analysed words match: equal, or one begins with the other and the shorter has at
+/// least `prefix` characters (0: equal only).
+fn same_word(a: &str, b: &str, prefix: usize) -> bool {
+    if a == b {
+        return true;
+    }
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    prefix > 0 && short.chars().count() >= prefix && long.starts_with(short)
+}
+
+/// The question's links by name: the longest word n-grams that are entity ids, sorted.
+fn link_names(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
+    let norm = normalize(question);
+    let ws: Vec<&str> = words(&norm).collect();
+    let mut covered = vec![false; ws.len()];
+    let mut found = Vec::new();
+    for n in (1..=max_ngram.min(ws.len())).rev() {
+        for i in 0..=ws.len() - n {
+            if covered[i..i + n].iter().any(|&c| c) {
+                continue;
+            }
+            let cand = ws[i..i + n].join(" ");
+            if g.entity(&cand).is_some() {
+                covered[i..i + n].iter_mut().for_each(|c| *c = true);
+                found.push(cand);
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+struct Walked {
+    docs: HashMap<String, f64>,
+}
+
+/// Personalized PageRank over entities and passages from the restart vector (entities:
+/// `ent_reset`, normalised to 1 - passage_weight; passages: the prior, normalised to
+/// passage_weight; either takes it all when the other is empty).
+fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f64>, prior: &HashMap<String, f64>) -> Walked {
+    // nodes: entities first, then passages
+    let mut ent_ix: HashMap<&'g str, usize> = HashMap::default();
+    let mut ents: Vec<&'g str> = Vec::new();
+    fn add_ent<'g>(g: &'g GraphState, e: &str, ents: &mut Vec<&'g str>, ent_ix: &mut HashMap<&'g str, usize>) -> bool {
+        let Some(view) = g.entity(e) else { return false };
+        let id = view.id();
+        if ent_ix.contains_key(id) {
+            return false;
+        }
+        ent_ix.insert(id, ents.len());
+        ents.push(id);
+        true
+    }
+    let mut seeds: Vec<&str> = ent_reset.keys().copied().collect();
+    seeds.sort_unstable();
+    let mut frontier = Vec::new();
+    for s in &seeds {
+        if add_ent(g, s, &mut ents, &mut ent_ix) {
+            frontier.push(*s);
+        }
+    }
+    'hops: for _ in 0..p.hops {
+        let mut next = Vec::new();
+        for u in frontier {
+            if g.document_frequency(u) > p.max_df {
+                continue; // a hub's neighbours are everything
+            }
+            let mut nb: Vec<&str> = g.neighbours(u).map(|(v, _)| v).collect();
+            nb.sort_unstable();
+            for v in nb {
+                if ents.len() >= p.max_nodes {
+                    break 'hops;
+                }
+                if add_ent(g, v, &mut ents, &mut ent_ix) {
+                    next.push(v);
+                }
+            }
+        }
+        frontier = next;
+    }
+    // passages: the prior's, and those of the walk's non-hub entities
+    let mut doc_ix: HashMap<&str, usize> = HashMap::default();
+    let mut docs: Vec<&str> = Vec::new();
+    let mut prior_ids: Vec<&String> = prior.keys().collect();
+    prior_ids.sort_unstable();
+    for d in prior_ids {
+        if let Some(v) = g.doc(d) {
+            if !doc_ix.contains_key(v.id()) {
+                doc_ix.insert(v.id(), docs.len());
+                docs.push(v.id());
+            }
+        }
+    }
+    for e in ents.clone() {
+        let view = g.entity(e).expect("live entity");
+        if view.df() > p.max_df {
+            continue;
+        }
+        for d in view.docs() {
+            if !doc_ix.contains_key(d) {
+                doc_ix.insert(d, docs.len());
+                docs.push(d);
+            }
+        }
+    }
+    // the prior's passages bring their entities in (no further hops)
+    for d in &docs {
+        for (e, _) in g.doc(d).expect("live doc").entities() {
+            if ents.len() >= 2 * p.max_nodes {
+                break;
+            }
+            add_ent(g, e, &mut ents, &mut ent_ix);
+        }
+    }
+    let ne = ents.len();
+    let n = ne + docs.len();
+    let mut adj: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
+    for (i, e) in ents.iter().enumerate() {
+        for (v, c) in g.neighbours(e) {
+            if let Some(&j) = ent_ix.get(v) {
+                if j != i {
+                    adj[i].push((j, c as f64));
+                }
+            }
+        }
+    }
+    for (j, d) in docs.iter().enumerate() {
+        let view = g.doc(d).expect("live doc");
+        let subject = normalize(view.title());
+        let mut linked = false;
+        for (e, _) in view.entities() {
+            if let Some(&i) = ent_ix.get(e) {
+                let w = if e == subject { linked = true; p.title_weight } else { 1.0 };
+                adj[i].push((ne + j, w));
+                adj[ne + j].push((i, w));
+            }
+        }
+        // the page of an entity its text never names as a subject the extractor found
+        if !linked && p.title_weight != 1.0 {
+            if let Some(&i) = ent_ix.get(subject.as_str()) {
+                adj[i].push((ne + j, p.title_weight));
+                adj[ne + j].push((i, p.title_weight));
+            }
+        }
+    }
+    let mut restart = vec![0.0; n];
+    let ent_total: f64 = ent_reset.values().sum();
+    let prior_total: f64 = prior.iter().filter(|(d, _)| doc_ix.contains_key(d.as_str())).map(|(_, s)| s).sum();
+    let (ent_share, doc_share) = match (ent_total > 0.0, prior_total > 0.0 && p.passage_weight > 0.0) {
+        (true, true) => (1.0 - p.passage_weight, p.passage_weight),
+        (true, false) => (1.0, 0.0),
+        (false, true) => (0.0, 1.0),
+        (false, false) => return Walked { docs: HashMap::default() },
+    };
+    for (e, w) in ent_reset {
+        if let Some(&i) = ent_ix.get(e) {
+            restart[i] += ent_share * w / ent_total;
+        }
+    }
+    for (d, s) in prior {
+        if let Some(&j) = doc_ix.get(d.as_str()) {
+            restart[ne + j] += doc_share * s / prior_total;
+        }
+    }
+    let rank = pagerank(&adj, &restart, p.damping, p.iterations);
+    Walked { docs: docs.iter().enumerate().filter(|(j, _)| rank[ne + j] > 0.0).map(|(j, d)| (d.to_string(), rank[ne + j])).collect() }
+}
+
+/// Power iteration; a node without edges sends its mass back to the restart vector.
+fn pagerank(adj: &[Vec<(usize, f64)>], restart: &[f64], damping: f64, iterations: usize) -> Vec<f64> {
+    let out: Vec<f64> = adj.iter().map(|a| a.iter().map(|x| x.1).sum()).collect();
+    let mut rank = restart.to_vec();
+    let mut next = vec![0.0; rank.len()];
+    for _ in 0..iterations {
+        next.iter_mut().for_each(|x| *x = 0.0);
+        let mut dangling = 0.0;
+        for (u, a) in adj.iter().enumerate() {
+            let ru = rank[u];
+            if ru == 0.0 {
+                continue;
+            }
+            if out[u] == 0.0 {
+                dangling += ru;
+                continue;
+            }
+            for &(v, w) in a {
+                next[v] += damping * ru * w / out[u];
+            }
+        }
+        let back = (1.0 - damping) + damping * dangling;
+        let mut delta = 0.0;
+        for i in 0..rank.len() {
+            next[i] += back * restart[i];
+            delta += (next[i] - rank[i]).abs();
+        }
+        std::mem::swap(&mut rank, &mut next);
+        if delta < 1e-9 {
+            break;
+        }
+    }
+    rank
+}
+
+/// The matched facts that the returned passages support, then the triples between the
+/// passages' entities that the facts reach, best first (at most 10).
+fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str), f64)]) -> Vec<Triple> {
+    let returned: HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
+    let mut out: Vec<Triple> = Vec::new();
+    let mut ends: BTreeMap<String, f64> = BTreeMap::new();
+    for ((s, r, o), score) in facts {
+        let supported = g.triple(s, r, o).is_some_and(|t| t.support().any(|d| returned.contains(d)));
+        if supported {
+            out.push(Triple { subject: display_name(g, s), relation: r.to_string(), object: display_name(g, o) });
+        }
+        for e in [s, o] {
+            *ends.entry(e.to_string()).or_default() += score;
+        }
+    }
+    let top: Vec<(String, f64)> = ends.into_iter().collect();
+    for t in supporting_triples(g, docs, &top, 10) {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out.truncate(10);
+    out
+}
