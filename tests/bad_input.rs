@@ -207,6 +207,10 @@ fn bad_flags_and_config_values_get_one_line_errors() {
         (vec!["stats", "--data", f], "is a file, not a data directory"),
         (vec!["ingest", "--data", f, "--delete", "x"], "is a file, not a data directory"),
         (vec!["ask", "--data", f, "Who?"], "is a file, not a data directory"),
+        (vec!["ask", "--timeout-s", "0", "Who?"], "--timeout-s"),
+        (vec!["eval", "--dataset", f, "--concurrency", "0"], "at least 1"),
+        (vec!["train", "--dataset", f, "--questions", "0..10", "--out", f, "--epochs", "0"], "at least 1"),
+        (vec!["bench", "freshness", "--rate", "0"], "at least 1"),
     ] {
         let err = refused(&args);
         assert!(err.contains(says), "{args:?}: {err}");

@@ -28,7 +28,7 @@ pub struct AskArgs {
     #[arg(long, env = "STREAMRAG_GLM_CHECKPOINT")]
     pub checkpoint: Option<std::path::PathBuf>,
     /// Seconds to wait for the answer.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), default_value_t = 30)]
     pub timeout_s: u64,
     pub question: String,
 }

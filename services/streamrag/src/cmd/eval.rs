@@ -56,10 +56,10 @@ pub struct EvalArgs {
     #[arg(long)]
     pub sentence_model: Option<PathBuf>,
     /// Questions in flight at once.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, value_parser = super::at_least_one, default_value_t = 8)]
     pub concurrency: usize,
     /// GLM graphs per forward pass.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, value_parser = super::at_least_one, default_value_t = 4)]
     pub glm_batch: usize,
 }
 

@@ -94,7 +94,7 @@ pub struct LlmArgs {
     #[arg(long, env = "STREAMRAG_LLM_API_KEY_FILE")]
     pub llm_api_key_file: Option<PathBuf>,
     /// LLM requests in flight at once.
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one)]
     pub llm_concurrency: Option<usize>,
     /// Seconds before an LLM request is abandoned (and retried).
     #[arg(long)]

@@ -33,21 +33,21 @@ pub struct TrainArgs {
     pub question_model: Option<PathBuf>,
     #[arg(long, value_parser = super::data_dir_arg)]
     pub data: Option<PathBuf>,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, value_parser = super::at_least_one, default_value_t = 2)]
     pub epochs: usize,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, value_parser = super::at_least_one, default_value_t = 2)]
     pub batch_size: usize,
     #[arg(long, default_value_t = 5e-4)]
     pub lr_head: f64,
     #[arg(long, default_value_t = 1e-4)]
     pub lr_encoder: f64,
     /// Subgraph budget in triplets (the paper: 600).
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, value_parser = super::at_least_one, default_value_t = 600)]
     pub max_triplets: usize,
     #[arg(long, default_value_t = 2)]
     pub max_hops: usize,
     /// Save a checkpoint every N steps (and after each epoch).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, value_parser = super::at_least_one, default_value_t = 50)]
     pub save_every: usize,
     /// cpu or cuda.
     #[arg(long, default_value = "cpu")]

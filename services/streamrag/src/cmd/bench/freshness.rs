@@ -18,10 +18,10 @@ pub struct BenchFreshnessArgs {
     #[command(flatten)]
     pub conn: Conn,
     /// Documents per second offered.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, value_parser = super::super::at_least_one, default_value_t = 1000)]
     pub rate: usize,
     /// Seconds of streaming measured.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, value_parser = super::super::at_least_one, default_value_t = 30)]
     pub seconds: usize,
     /// Seconds of streaming first, not measured (consumer groups join, caches warm).
     #[arg(long, default_value_t = 5)]

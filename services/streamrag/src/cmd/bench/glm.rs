@@ -23,7 +23,7 @@ pub struct BenchGlmArgs {
     #[arg(long, value_delimiter = ',', default_value = "small,base")]
     pub models: Vec<String>,
     /// Triplets in the subgraph.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, value_parser = super::super::at_least_one, default_value_t = 600)]
     pub triplets: usize,
     /// Batch sizes.
     #[arg(long, value_delimiter = ',', default_value = "1")]
@@ -35,7 +35,7 @@ pub struct BenchGlmArgs {
     #[arg(long, default_value = "f32")]
     pub dtype: String,
     /// Timed runs per configuration.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, value_parser = super::super::at_least_one, default_value_t = 5)]
     pub iters: usize,
     /// Untimed runs first (the first CUDA call compiles kernels).
     #[arg(long, default_value_t = 1)]

@@ -17,7 +17,7 @@ pub struct BenchPipelineArgs {
     #[command(flatten)]
     pub conn: Conn,
     /// Number of synthetic documents.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, value_parser = super::super::at_least_one, default_value_t = 5000)]
     pub docs: usize,
 }
 
