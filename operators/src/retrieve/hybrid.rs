@@ -40,7 +40,7 @@ use std::sync::Arc;
 use streamrag_schemas::{ScoredDocument, Triple};
 
 use crate::graph::GraphState;
-use crate::normalize::{normalize, words};
+use crate::normalize::normalize;
 
 use super::bm25::Bm25Index;
 use super::dense::DenseIndex;
@@ -191,7 +191,8 @@ impl HybridParams {
         Ok(())
     }
 
-    /// Each part of the hybrid switched off in turn, by name.
+    /// Each part of the hybrid that is on, switched off in turn, by name (a part already off
+    /// is left out: its row would only repeat the whole).
     pub fn ablations(&self) -> Vec<(&'static str, HybridParams)> {
         let with = |f: &dyn Fn(&mut HybridParams)| {
             let mut p = self.clone();
@@ -210,6 +211,9 @@ impl HybridParams {
                 p.fuse_dense = 0.0;
             })),
         ]
+        .into_iter()
+        .filter(|(_, p)| p != self)
+        .collect()
     }
 }
 
@@ -472,27 +476,10 @@ fn same_word(a: &str, b: &str, prefix: usize) -> bool {
     prefix > 0 && short.chars().count() >= prefix && long.starts_with(short)
 }
 
-/// The question's links by name: the longest word n-grams that are entity ids, sorted.
+/// The question's links by name: the longest word n-grams that are entity ids, sorted (no
+/// stop-list: a name of common words weighs little by its IDF share instead).
 fn link_names(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
-    let norm = normalize(question);
-    let ws: Vec<&str> = words(&norm).collect();
-    let mut covered = vec![false; ws.len()];
-    let mut found = Vec::new();
-    for n in (1..=max_ngram.min(ws.len())).rev() {
-        for i in 0..=ws.len() - n {
-            if covered[i..i + n].iter().any(|&c| c) {
-                continue;
-            }
-            let cand = ws[i..i + n].join(" ");
-            if g.entity(&cand).is_some() {
-                covered[i..i + n].iter_mut().for_each(|c| *c = true);
-                found.push(cand);
-            }
-        }
-    }
-    found.sort();
-    found.dedup();
-    found
+    super::seeds::longest_names(g, question, max_ngram, |_| false)
 }
 
 struct Walked {

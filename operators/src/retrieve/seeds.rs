@@ -26,8 +26,15 @@ pub fn seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
     word_candidates(g, question, 5)
 }
 
-/// The longest word n-grams of the question that are entity ids, sorted.
+/// The longest word n-grams of the question that are entity ids, sorted; n-grams made only of
+/// [`QUESTION_STOP`] words are skipped.
 pub fn exact_seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
+    longest_names(g, question, max_ngram, |window| window.iter().all(|w| QUESTION_STOP.contains(w)))
+}
+
+/// The longest word n-grams of the question (normalised) that are entity ids, left to right,
+/// none overlapping a longer one found before; `skip` passes over a window. Sorted, each once.
+pub fn longest_names(g: &GraphState, question: &str, max_ngram: usize, skip: impl Fn(&[&str]) -> bool) -> Vec<String> {
     let norm = normalize(question);
     let ws: Vec<&str> = words(&norm).collect();
     let mut covered = vec![false; ws.len()];
@@ -38,7 +45,7 @@ pub fn exact_seeds(g: &GraphState, question: &str, max_ngram: usize) -> Vec<Stri
                 continue;
             }
             let window = &ws[i..i + n];
-            if window.iter().all(|w| QUESTION_STOP.contains(w)) {
+            if skip(window) {
                 continue;
             }
             let cand = window.join(" ");
