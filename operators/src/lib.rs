@@ -16,15 +16,17 @@
 //!   ([`graph::GraphStore`]); [`kg_writer`] applies graph deltas to both, idempotently, and
 //!   holds the [`kg_writer::LiveGraph`] queries read.
 //! - [`query`]: the query stage: questions -> [`retrieve`] -> answers.
-//! - [`retrieve`]: seeds, PPR, subgraph, the GLM and dense retrievers, document ranking, and GLM
-//!   training; one folder (docs/retrieval.md).
+//! - [`retrieve`]: the hybrid (the default), BM25, dense, seeds, PPR, subgraph, the GLM,
+//!   document ranking, and GLM training; one folder (docs/retrieval.md).
 //! - [`answer`], [`llm`]: answers written by an LLM (an OpenAI-compatible endpoint or a local
 //!   GGUF model) over the retrieved passages.
-//! - [`passages`]: the docs topic kept in memory for what needs passage text (answers, dense).
+//! - [`passages`]: the docs reader, keeping what needs passage text from the docs topic (the
+//!   answer passages in memory, the BM25 and vector indexes on disk).
 //! - [`snapshot`]: Parquet snapshots of the graph, periodic snapshots, and the reader that
 //!   rebuilds a graph; [`replay`]: a snapshot, then the log after it.
 //! - [`metrics`]: the process's counters and histograms and their one Prometheus renderer.
-//! - [`progress`]: progress of long work, reported to whoever runs it.
+//! - [`progress`]: progress of long work, reported to whoever runs it; [`hash`]: the one
+//!   stable hash (FNV-1a) of what is stored.
 //! - [`config`]: topic names and limits shared by all stages; [`error`]: record errors (dead
 //!   letters) and stage faults (what stops a stage).
 
@@ -35,6 +37,7 @@ pub mod data_dir;
 pub mod error;
 pub mod extract;
 pub mod graph;
+pub mod hash;
 pub mod kg_writer;
 pub mod llm;
 pub mod llm_extract;

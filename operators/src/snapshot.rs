@@ -71,14 +71,7 @@ pub struct Manifest {
 
 /// A stable id for a triple: FNV-1a 64 of (subject id, relation, object id), hex.
 pub fn triple_id(t: (&str, &str, &str)) -> String {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for part in [t.0, t.1, t.2] {
-        for b in part.bytes().chain(std::iter::once(0xff)) {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        }
-    }
-    format!("{h:016x}")
+    format!("{:016x}", crate::hash::fnv1a(&[t.0, t.1, t.2]))
 }
 
 fn write_table(

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use streamrag_schemas::{DocOp, GraphDelta, GraphVersion};
 
+use crate::hash::fnv1a;
 use crate::normalize::{normalize, words};
 
 /// A triple over canonical ids: (subject id, relation, object id). The relation is stored in
@@ -621,24 +622,20 @@ impl GraphState {
         let mut support = 0;
         for t in self.triples() {
             let (s, r, o) = t.key();
-            let mut h = Fnv::new();
-            h.write_all(&[s, r, o]);
-            let mut docs = Fnv::sum(t.support());
+            let h = fnv1a(&[s, r, o]);
+            let mut docs = fnv_sum(t.support());
             support += t.support_count();
             docs = docs.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            digest = digest.wrapping_add(h.0 ^ docs);
+            digest = digest.wrapping_add(h ^ docs);
         }
         let mut mentions = 0;
         for e in self.entities() {
-            let mut h = Fnv::new();
-            h.write_all(&[e.id(), e.name()]);
+            let h = fnv1a(&[e.id(), e.name()]);
             mentions += e.df();
-            digest = digest.wrapping_add(h.0 ^ Fnv::sum(e.docs()).wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
+            digest = digest.wrapping_add(h ^ fnv_sum(e.docs()).wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
         }
         for d in self.docs() {
-            let mut h = Fnv::new();
-            h.write_all(&["doc", d.id(), d.title()]);
-            digest = digest.wrapping_add(h.0);
+            digest = digest.wrapping_add(fnv1a(&["doc", d.id(), d.title()]));
         }
         GraphStats {
             documents: self.docs.len(),
@@ -652,27 +649,9 @@ impl GraphState {
     }
 }
 
-struct Fnv(u64);
-impl Fnv {
-    fn new() -> Self {
-        Fnv(0xcbf29ce484222325)
-    }
-    fn write_all(&mut self, parts: &[&str]) {
-        for p in parts {
-            for b in p.bytes().chain(std::iter::once(0xff)) {
-                self.0 ^= b as u64;
-                self.0 = self.0.wrapping_mul(0x100000001b3);
-            }
-        }
-    }
-    /// Order-independent hash of a set of strings.
-    fn sum<'a>(items: impl Iterator<Item = &'a str>) -> u64 {
-        items.fold(0u64, |acc, x| {
-            let mut h = Fnv::new();
-            h.write_all(&[x]);
-            acc.wrapping_add(h.0)
-        })
-    }
+/// Order-independent hash of a set of strings.
+fn fnv_sum<'a>(items: impl Iterator<Item = &'a str>) -> u64 {
+    items.fold(0u64, |acc, x| acc.wrapping_add(fnv1a(&[x])))
 }
 
 #[cfg(test)]

@@ -48,18 +48,6 @@ pub fn passage_text(title: &str, text: &str) -> String {
     if title.is_empty() { text.to_string() } else { format!("{title}\n{text}") }
 }
 
-/// FNV-1a, 64 bits: stable across builds (what the store compares).
-fn fnv(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for b in p.bytes().chain([0xff]) {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
-
 fn encode_entry(e: &Entry) -> Vec<u8> {
     let mut v = Vec::with_capacity(12 + e.title.len() + 4 * e.vector.len());
     v.extend_from_slice(&e.hash.to_le_bytes());
@@ -149,7 +137,7 @@ impl DenseIndex {
         // the last version of each id in the batch wins
         let mut latest: BTreeMap<&str, (&str, &str, u64)> = BTreeMap::new();
         for (id, title, text) in docs {
-            latest.insert(id, (title, text, fnv(&[title, text])));
+            latest.insert(id, (title, text, crate::hash::fnv1a(&[title, text])));
         }
         let todo: Vec<(&str, &str, &str, u64)> = {
             let m = self.docs.read().expect("index lock");
