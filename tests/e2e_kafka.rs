@@ -3,6 +3,11 @@
 //! `ingest --brokers` with one malformed record produced raw in the middle, 10 multi-hop
 //! questions through `ask --brokers`. Then the fault tests. Nothing in streamrag knows the
 //! broker is Tansu.
+//!
+//! The fault tests run the query stage with `--retriever ppr` (FAULT_RETRIEVER): they check
+//! delivery, not retrieval, and the default hybrid's passage embedding (MiniLM on the CPU, in
+//! every node of the five tests running at once) loaded 2 cores enough that the restarted broker
+//! came back after the producer's 120 s timeout. The first suite keeps the default.
 
 mod common;
 
@@ -89,6 +94,9 @@ fn stream_in(brokers: &str, docs: &[streamrag_schemas::Document], chunk: usize, 
     })
 }
 
+/// The query stage's retriever in the fault tests (see the module notes).
+const FAULT_RETRIEVER: [&str; 2] = ["--retriever", "ppr"];
+
 fn openie_records_in(addr: &str) -> f64 {
     metric(addr, "streamrag_stage_records_in_total{stage=\"openie\"}")
 }
@@ -104,7 +112,7 @@ fn two_openie_instances_share_partitions_and_survive_one_dying() {
     let want = expected(&docs);
     let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
     let common = ["--brokers", &brokers, "--partitions", "4"];
-    let (mut main, addr) = start_run(&[&common[..], &["--data", &d("main"), "--stages", "resolve,kg-writer,query"]].concat());
+    let (mut main, addr) = start_run(&[&common[..], &["--data", &d("main"), "--stages", "resolve,kg-writer,query"], &FAULT_RETRIEVER[..]].concat());
     let (mut a, addr_a) = start_run(&[&common[..], &["--data", &d("a"), "--stages", "openie"]].concat());
     let (mut b, addr_b) = start_run(&[&common[..], &["--data", &d("b"), "--stages", "openie"]].concat());
 
@@ -236,7 +244,7 @@ fn a_broker_outage_mid_stream_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (docs, _) = corpus();
     let want = expected(&docs);
-    let (mut node, addr) = start_run(&["--brokers", &brokers, "--data", dir.path().join("d").to_str().unwrap()]);
+    let (mut node, addr) = start_run(&[&["--brokers", &brokers, "--data", dir.path().join("d").to_str().unwrap()][..], &FAULT_RETRIEVER[..]].concat());
     // 20 chunks of 10 documents, one every 100 ms.
     let feeder = stream_in(&brokers, &docs, 10, 100, dir.path());
     let before = wait_stats(&addr, Duration::from_secs(60), |s| s.documents >= 30).documents;
@@ -297,7 +305,7 @@ fn a_broker_restart_mid_stream_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (docs, _) = corpus();
     let want = expected(&docs);
-    let (mut node, addr) = start_run(&["--brokers", &brokers, "--data", dir.path().join("d").to_str().unwrap()]);
+    let (mut node, addr) = start_run(&[&["--brokers", &brokers, "--data", dir.path().join("d").to_str().unwrap()][..], &FAULT_RETRIEVER[..]].concat());
     let feeder = stream_in(&brokers, &docs, 10, 100, dir.path());
     let before = wait_stats(&addr, Duration::from_secs(120), |s| s.documents >= 30).documents;
     broker.sigkill();
