@@ -129,6 +129,22 @@ fn shown(s: &str) -> String {
     out
 }
 
+/// `field` is at most `max` bytes (`key`: the [limits] setting that says so).
+fn within(field: &str, s: &str, max: usize, key: &str) -> Result<(), String> {
+    if s.len() > max {
+        return Err(format!("{field} is {} bytes, over the limit of {max} bytes (limits.{key})", s.len()));
+    }
+    Ok(())
+}
+
+/// `field` holds no control character.
+fn no_control(field: &str, s: &str) -> Result<(), String> {
+    match control_char(s) {
+        Some((at, c)) => Err(format!("{field} \"{}\" holds the control character U+{:04X} at byte {at}", shown(s), c as u32)),
+        None => Ok(()),
+    }
+}
+
 impl Limits {
     /// Checks an id-like field (`what`: "document id", "query_id"): not blank, at most
     /// `max_id_bytes`, no control characters.
@@ -136,24 +152,15 @@ impl Limits {
         if id.trim().is_empty() {
             return Err(format!("{what} is empty"));
         }
-        if id.len() > self.max_id_bytes {
-            return Err(format!("{what} is {} bytes, over the limit of {} bytes (limits.max_id_bytes)", id.len(), self.max_id_bytes));
-        }
-        if let Some((at, c)) = control_char(id) {
-            return Err(format!("{what} \"{}\" holds the control character U+{:04X} at byte {at}", shown(id), c as u32));
-        }
-        Ok(())
+        within(what, id, self.max_id_bytes, "max_id_bytes")?;
+        no_control(what, id)
     }
 
     /// Checks a document title: at most `max_title_bytes`, no control characters.
     pub fn check_title(&self, what: &str, title: &str) -> Result<(), String> {
-        if title.len() > self.max_title_bytes {
-            return Err(format!("{what} title is {} bytes, over the limit of {} bytes (limits.max_title_bytes)", title.len(), self.max_title_bytes));
-        }
-        if let Some((at, c)) = control_char(title) {
-            return Err(format!("{what} title \"{}\" holds the control character U+{:04X} at byte {at}", shown(title), c as u32));
-        }
-        Ok(())
+        let field = format!("{what} title");
+        within(&field, title, self.max_title_bytes, "max_title_bytes")?;
+        no_control(&field, title)
     }
 
     /// Checks a question: not blank, at most `max_question_bytes`.
@@ -161,14 +168,7 @@ impl Limits {
         if question.trim().is_empty() {
             return Err(format!("{what} has an empty question"));
         }
-        if question.len() > self.max_question_bytes {
-            return Err(format!(
-                "{what} question is {} bytes, over the limit of {} bytes (limits.max_question_bytes)",
-                question.len(),
-                self.max_question_bytes
-            ));
-        }
-        Ok(())
+        within(&format!("{what} question"), question, self.max_question_bytes, "max_question_bytes")
     }
 
     /// Checks a requested number of documents: 1 to `max_top_k`.

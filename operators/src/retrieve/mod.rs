@@ -114,15 +114,9 @@ impl RetrieverChoice {
         }
     }
 
-    /// The hybrid with its default weights, dense from `model` when a sentence encoder is there.
+    /// The hybrid with its default weights, dense from `model` (checked when it loads).
     pub fn hybrid(model: PathBuf) -> Self {
-        let model = if model.join("config.json").is_file() && model.join("model.safetensors").is_file() {
-            Some(model)
-        } else {
-            tracing::warn!(dir = %model.display(), "no sentence encoder there (scripts/fetch-models.sh fetches one): the hybrid retriever runs without its dense part");
-            None
-        };
-        RetrieverChoice::Hybrid { model, params: HybridParams::default() }
+        RetrieverChoice::Hybrid { model: Some(model), params: HybridParams::default() }
     }
 
     pub fn name(&self) -> &'static str {
@@ -149,7 +143,7 @@ impl RetrieverChoice {
         Ok(match self {
             RetrieverChoice::Hybrid { model, params } => Retriever::Hybrid(Arc::new(Hybrid {
                 bm25: Arc::new(data.open_bm25()?),
-                dense: model.as_ref().map(dense).transpose()?.map(Arc::new),
+                dense: model.as_ref().filter(|m| has_encoder(m)).map(dense).transpose()?.map(Arc::new),
                 params: params.clone(),
             })),
             RetrieverChoice::Ppr => Retriever::Ppr(PprParams::default()),
@@ -164,6 +158,15 @@ impl RetrieverChoice {
             RetrieverChoice::Bm25 => Retriever::Bm25(Arc::new(data.open_bm25()?)),
         })
     }
+}
+
+/// Whether `model` holds a sentence encoder; says so once, when the hybrid is loaded without one.
+fn has_encoder(model: &std::path::Path) -> bool {
+    let there = model.join("config.json").is_file() && model.join("model.safetensors").is_file();
+    if !there {
+        tracing::warn!(dir = %model.display(), "no sentence encoder there (scripts/fetch-models.sh fetches one): the hybrid retriever runs without its dense part");
+    }
+    there
 }
 
 /// What identifies an encoder's vectors: its directory's name and the size of its weights.
