@@ -101,6 +101,14 @@ pub struct HybridParams {
     pub max_df: usize,
     /// Weight of the prior beside the walk in the final score.
     pub prior_mix: f64,
+    /// A passage whose title is an entity the question names (its own page) gets this, times
+    /// the name's share of the question's IDF over the best such name's, added to its final
+    /// score (walk mass scaled to 1; 0: off). Only names the question writes with a capital
+    /// count: "the place of birth of X" names X, not the page about places of birth.
+    pub name_pages: f64,
+    /// Proper names the question must link for `name_pages` to apply: one named thing already
+    /// tops the walk; two compete for its mass, and each is asked about.
+    pub name_pages_min: usize,
     /// A walked passage's mass is multiplied by 1 + prior_boost × its prior: among the passages
     /// the walk reaches, those that also say what is asked rise (0: off).
     pub prior_boost: f64,
@@ -142,6 +150,8 @@ impl Default for HybridParams {
             max_nodes: 5_000,
             max_df: 200,
             prior_mix: 0.0,
+            name_pages: 1.0,
+            name_pages_min: 2,
             prior_boost: 0.0,
             max_ngram: 10,
             fuse_k: 60.0,
@@ -181,6 +191,8 @@ impl HybridParams {
             "max_nodes" => self.max_nodes = num(key, value)?,
             "max_df" => self.max_df = num(key, value)?,
             "prior_mix" => self.prior_mix = num(key, value)?,
+            "name_pages" => self.name_pages = num(key, value)?,
+            "name_pages_min" => self.name_pages_min = num(key, value)?,
             "prior_boost" => self.prior_boost = num(key, value)?,
             "max_ngram" => self.max_ngram = num(key, value)?,
             "fuse_k" => self.fuse_k = num(key, value)?,
@@ -268,12 +280,14 @@ impl Hybrid {
 
         // the restart vector: entities (names, fact ends), then passages (the prior)
         let mut ent_reset: HashMap<&str, f64> = HashMap::default();
+        let mut name_shares: Vec<(&str, f64)> = Vec::new();
         for n in &names {
             if let Some(e) = g.entity(n) {
                 // a name made of common words ("film", "place of birth") says little
                 let share = if terms.total > 0.0 { self.bm25.terms(e.name())?.iter().filter_map(|w| terms.idf.get(w)).sum::<f64>() / terms.total } else { 1.0 };
                 if share > 0.0 {
                     *ent_reset.entry(e.id()).or_default() += p.name_weight * share / e.df().max(1) as f64;
+                    name_shares.push((e.id(), share));
                 }
             }
         }
@@ -301,6 +315,17 @@ impl Hybrid {
         } else {
             prior.clone()
         };
+        let mut scores = scores;
+        if p.name_pages > 0.0 {
+            // the names the question writes with a capital: proper names, not concepts
+            let capitalised = capitalised_words(q);
+            let proper: Vec<(&str, f64)> = name_shares.into_iter().filter(|(id, _)| crate::normalize::words(id).any(|w| capitalised.contains(w))).collect();
+            if proper.len() >= p.name_pages_min {
+                for (d, bonus) in name_pages(g, &proper, p.max_df) {
+                    *scores.entry(d.to_string()).or_default() += p.name_pages * bonus;
+                }
+            }
+        }
         let mut ranked: Vec<(String, f64)> = scores.into_iter().filter(|(d, _)| g.doc(d).is_some() || prior.contains_key(d)).collect();
         let by_score = |a: &(String, f64), b: &(String, f64)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
         ranked.sort_by(by_score);
@@ -480,6 +505,34 @@ fn same_word(a: &str, b: &str, prefix: usize) -> bool {
 /// stop-list: a name of common words weighs little by its IDF share instead).
 fn link_names(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
     super::seeds::longest_names(g, question, max_ngram, |_| false)
+}
+
+/// The question's words written with a capital, past its first word (normalised): what names
+/// a thing rather than a concept ("Phoolwari" against "the place of birth").
+fn capitalised_words(q: &str) -> HashSet<String> {
+    q.split_whitespace()
+        .skip(1)
+        .filter(|t| t.chars().find(|c| c.is_alphanumeric()).is_some_and(char::is_uppercase))
+        .flat_map(|t| crate::normalize::words(&normalize(t)).map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
+/// The passages whose title is a named entity (its own pages), each with the name's share over
+/// the best share (a name with several such pages splits it among them; a hub has none).
+fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize) -> Vec<(&'g str, f64)> {
+    let best = shares.iter().fold(0.0f64, |a, s| a.max(s.1));
+    if best <= 0.0 {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (id, share) in shares {
+        let Some(e) = g.entity(id).filter(|e| e.df() <= max_df) else { continue };
+        let own: Vec<&str> = e.docs().filter(|d| g.doc(d).is_some_and(|v| normalize(v.title()) == e.id())).collect();
+        for d in &own {
+            out.push((*d, share / best / own.len() as f64));
+        }
+    }
+    out
 }
 
 struct Walked {
@@ -676,4 +729,19 @@ fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str
     }
     out.truncate(10);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capitalised_words;
+
+    #[test]
+    fn capitalised_words_skip_the_first_word_and_lower_case_concepts() {
+        let w = capitalised_words("What is the place of birth of Lisbeth Palme's husband, or of Gare De La Roche-Sur-Yon?");
+        let mut got: Vec<&str> = w.iter().map(String::as_str).collect();
+        got.sort();
+        assert_eq!(got, ["de", "gare", "la", "lisbeth", "palmes", "roche", "sur", "yon"]);
+        assert!(capitalised_words("Phoolwari or Aas Ka Panchhi?").contains("aas"));
+        assert!(!capitalised_words("Phoolwari or Aas Ka Panchhi?").contains("phoolwari"), "the first word is capitalised anyway");
+    }
 }

@@ -362,6 +362,19 @@ mod tests {
     }
 
     #[test]
+    fn a_question_naming_two_things_gets_both_their_pages_first() {
+        let (g, h) = samples();
+        let q = "Who was born first, Isaac Newton or Charles Darwin?";
+        let on = top(&g, &Retriever::Hybrid(Arc::new(h.clone())), q, 2);
+        let mut want = vec!["charles-darwin".to_string(), "isaac-newton".to_string()];
+        let mut got = on.clone();
+        got.sort();
+        want.sort();
+        // (without name_pages the walk puts Westminster Abbey, where both are buried, second)
+        assert_eq!(got, want, "{on:?}");
+    }
+
+    #[test]
     fn hybrid_parameters_are_set_by_name_and_checked() {
         let mut p = HybridParams::default();
         p.set("damping", "0.3").unwrap();
