@@ -210,6 +210,18 @@ impl<'g> EntityView<'g> {
     pub fn df(&self) -> usize {
         self.e().docs.len()
     }
+    /// Its slot (see [`GraphState::entity_at`]).
+    pub fn slot(&self) -> u32 {
+        self.ix
+    }
+    /// The slots of its neighbours, with the number of live triples to each.
+    pub fn neighbour_slots(&self) -> impl Iterator<Item = (u32, u32)> + 'g {
+        self.e().adj.iter().map(|(n, c)| (*n, *c))
+    }
+    /// The slots of the documents that mention it.
+    pub fn doc_slots(&self) -> &'g [u32] {
+        &self.e().docs
+    }
 }
 
 /// A live document.
@@ -228,6 +240,14 @@ impl<'g> DocView<'g> {
     }
     pub fn title(&self) -> &'g str {
         &self.d().title
+    }
+    /// Its slot (see [`GraphState::doc_at`]).
+    pub fn slot(&self) -> u32 {
+        self.ix
+    }
+    /// The slots of the entities it mentions.
+    pub fn entity_slots(&self) -> impl Iterator<Item = u32> + 'g {
+        self.d().entities.iter().map(|(e, _)| *e)
     }
     /// (entity id, the name this document used).
     pub fn entities(&self) -> impl Iterator<Item = (&'g str, &'g str)> + 'g {
@@ -575,6 +595,23 @@ impl GraphState {
     }
     pub fn docs(&self) -> impl Iterator<Item = DocView<'_>> {
         self.docs.iter().map(move |(ix, _)| DocView { g: self, ix })
+    }
+    /// Slots number live entities and documents densely (below [`Self::entity_slots`] and
+    /// [`Self::doc_slots`]) for as long as they live, so that a walk over one version of the graph
+    /// can keep its nodes in arrays rather than in maps keyed by id.
+    pub fn entity_slots(&self) -> usize {
+        self.ents.items.len()
+    }
+    pub fn doc_slots(&self) -> usize {
+        self.docs.items.len()
+    }
+    /// The entity in `slot`, if one lives there.
+    pub fn entity_at(&self, slot: u32) -> Option<EntityView<'_>> {
+        self.ents.items.get(slot as usize)?.as_ref().map(|_| EntityView { g: self, ix: slot })
+    }
+    /// The document in `slot`, if one lives there.
+    pub fn doc_at(&self, slot: u32) -> Option<DocView<'_>> {
+        self.docs.items.get(slot as usize)?.as_ref().map(|_| DocView { g: self, ix: slot })
     }
     pub fn entity(&self, id: &str) -> Option<EntityView<'_>> {
         self.ents.get(id).map(|ix| EntityView { g: self, ix })

@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use streamrag_schemas::{ScoredDocument, Triple};
 
-use crate::graph::GraphState;
+use crate::graph::{DocView, EntityView, GraphState};
 use crate::normalize::normalize;
 
 use super::bm25::Bm25Index;
@@ -541,42 +541,49 @@ struct Walked {
 
 /// Personalized PageRank over entities and passages from the restart vector (entities:
 /// `ent_reset`, normalised to 1 - passage_weight; passages: the prior, normalised to
-/// passage_weight; either takes it all when the other is empty).
+/// passage_weight; either takes it all when the other is empty). The walk's nodes are kept in
+/// arrays indexed by the graph's slots, not in maps keyed by id: building the walk was most of a
+/// query's time.
 fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f64>, prior: &HashMap<String, f64>) -> Walked {
-    // nodes: entities first, then passages
-    let mut ent_ix: HashMap<&'g str, usize> = HashMap::default();
-    let mut ents: Vec<&'g str> = Vec::new();
-    fn add_ent<'g>(g: &'g GraphState, e: &str, ents: &mut Vec<&'g str>, ent_ix: &mut HashMap<&'g str, usize>) -> bool {
-        let Some(view) = g.entity(e) else { return false };
-        let id = view.id();
-        if ent_ix.contains_key(id) {
+    const NONE: u32 = u32::MAX;
+    // nodes: entities first, then passages; `ent_node[slot]` is an entity's node
+    let mut ent_node = vec![NONE; g.entity_slots()];
+    let mut ents: Vec<EntityView<'g>> = Vec::new();
+    let add_ent = |e: EntityView<'g>, ents: &mut Vec<EntityView<'g>>, ent_node: &mut Vec<u32>| -> bool {
+        let slot = e.slot() as usize;
+        if ent_node[slot] != NONE {
             return false;
         }
-        ent_ix.insert(id, ents.len());
-        ents.push(id);
+        ent_node[slot] = ents.len() as u32;
+        ents.push(e);
         true
-    }
+    };
     let mut seeds: Vec<&str> = ent_reset.keys().copied().collect();
     seeds.sort_unstable();
     let mut frontier = Vec::new();
     for s in &seeds {
-        if add_ent(g, s, &mut ents, &mut ent_ix) {
-            frontier.push(*s);
+        if let Some(e) = g.entity(s) {
+            if add_ent(e, &mut ents, &mut ent_node) {
+                frontier.push(e);
+            }
         }
     }
     'hops: for _ in 0..p.hops {
         let mut next = Vec::new();
         for u in frontier {
-            if g.document_frequency(u) > p.max_df {
+            if u.df() > p.max_df {
                 continue; // a hub's neighbours are everything
             }
-            let mut nb: Vec<&str> = g.neighbours(u).map(|(v, _)| v).collect();
-            nb.sort_unstable();
+            let mut nb: Vec<EntityView<'g>> = u.neighbour_slots().filter_map(|(v, _)| g.entity_at(v)).collect();
+            if ents.len() + nb.len() > p.max_nodes {
+                // which neighbours make the cut must not depend on the graph's slots
+                nb.sort_unstable_by_key(|v| v.id());
+            }
             for v in nb {
                 if ents.len() >= p.max_nodes {
                     break 'hops;
                 }
-                if add_ent(g, v, &mut ents, &mut ent_ix) {
+                if add_ent(v, &mut ents, &mut ent_node) {
                     next.push(v);
                 }
             }
@@ -584,73 +591,76 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
         frontier = next;
     }
     // passages: the prior's, and those of the walk's non-hub entities
-    let mut doc_ix: HashMap<&str, usize> = HashMap::default();
-    let mut docs: Vec<&str> = Vec::new();
+    let mut doc_node = vec![NONE; g.doc_slots()];
+    let mut docs: Vec<DocView<'g>> = Vec::new();
+    let add_doc = |d: DocView<'g>, docs: &mut Vec<DocView<'g>>, doc_node: &mut Vec<u32>| {
+        let slot = d.slot() as usize;
+        if doc_node[slot] == NONE {
+            doc_node[slot] = docs.len() as u32;
+            docs.push(d);
+        }
+    };
     let mut prior_ids: Vec<&String> = prior.keys().collect();
     prior_ids.sort_unstable();
     for d in prior_ids {
         if let Some(v) = g.doc(d) {
-            if !doc_ix.contains_key(v.id()) {
-                doc_ix.insert(v.id(), docs.len());
-                docs.push(v.id());
-            }
+            add_doc(v, &mut docs, &mut doc_node);
         }
     }
-    for e in ents.clone() {
-        let view = g.entity(e).expect("live entity");
-        if view.df() > p.max_df {
+    for i in 0..ents.len() {
+        let e = ents[i];
+        if e.df() > p.max_df {
             continue;
         }
-        for d in view.docs() {
-            if !doc_ix.contains_key(d) {
-                doc_ix.insert(d, docs.len());
-                docs.push(d);
-            }
+        for &d in e.doc_slots() {
+            add_doc(g.doc_at(d).expect("live doc"), &mut docs, &mut doc_node);
         }
     }
     // the prior's passages bring their entities in (no further hops)
     for d in &docs {
-        for (e, _) in g.doc(d).expect("live doc").entities() {
+        for e in d.entity_slots() {
             if ents.len() >= 2 * p.max_nodes {
                 break;
             }
-            add_ent(g, e, &mut ents, &mut ent_ix);
+            add_ent(g.entity_at(e).expect("live entity"), &mut ents, &mut ent_node);
         }
     }
     let ne = ents.len();
     let n = ne + docs.len();
-    let mut adj: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
+    // edges (from, to, weight), both ways for a passage's
+    let mut edges: Vec<(u32, u32, f64)> = Vec::new();
     for (i, e) in ents.iter().enumerate() {
-        for (v, c) in g.neighbours(e) {
-            if let Some(&j) = ent_ix.get(v) {
-                if j != i {
-                    adj[i].push((j, c as f64));
-                }
+        for (v, c) in e.neighbour_slots() {
+            let j = ent_node[v as usize];
+            if j != NONE && j as usize != i {
+                edges.push((i as u32, j, c as f64));
             }
         }
     }
     for (j, d) in docs.iter().enumerate() {
-        let view = g.doc(d).expect("live doc");
-        let subject = normalize(view.title());
+        let dn = (ne + j) as u32;
+        let subject = g.entity(&normalize(d.title())).map(|e| e.slot());
         let mut linked = false;
-        for (e, _) in view.entities() {
-            if let Some(&i) = ent_ix.get(e) {
-                let w = if e == subject { linked = true; p.title_weight } else { 1.0 };
-                adj[i].push((ne + j, w));
-                adj[ne + j].push((i, w));
+        for e in d.entity_slots() {
+            let i = ent_node[e as usize];
+            if i != NONE {
+                let w = if Some(e) == subject { linked = true; p.title_weight } else { 1.0 };
+                edges.push((i, dn, w));
+                edges.push((dn, i, w));
             }
         }
         // the page of an entity its text never names as a subject the extractor found
         if !linked && p.title_weight != 1.0 {
-            if let Some(&i) = ent_ix.get(subject.as_str()) {
-                adj[i].push((ne + j, p.title_weight));
-                adj[ne + j].push((i, p.title_weight));
+            if let Some(i) = subject.map(|s| ent_node[s as usize]).filter(|i| *i != NONE) {
+                edges.push((i, dn, p.title_weight));
+                edges.push((dn, i, p.title_weight));
             }
         }
     }
     let mut restart = vec![0.0; n];
     let ent_total: f64 = ent_reset.values().sum();
-    let prior_total: f64 = prior.iter().filter(|(d, _)| doc_ix.contains_key(d.as_str())).map(|(_, s)| s).sum();
+    let in_walk = |d: &str| g.doc(d).is_some_and(|v| doc_node[v.slot() as usize] != NONE);
+    let prior_total: f64 = prior.iter().filter(|(d, _)| in_walk(d)).map(|(_, s)| s).sum();
     let (ent_share, doc_share) = match (ent_total > 0.0, prior_total > 0.0 && p.passage_weight > 0.0) {
         (true, true) => (1.0 - p.passage_weight, p.passage_weight),
         (true, false) => (1.0, 0.0),
@@ -658,43 +668,82 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
         (false, false) => return Walked { docs: HashMap::default() },
     };
     for (e, w) in ent_reset {
-        if let Some(&i) = ent_ix.get(e) {
-            restart[i] += ent_share * w / ent_total;
+        if let Some(i) = g.entity(e).map(|v| ent_node[v.slot() as usize]).filter(|i| *i != NONE) {
+            restart[i as usize] += ent_share * w / ent_total;
         }
     }
     for (d, s) in prior {
-        if let Some(&j) = doc_ix.get(d.as_str()) {
-            restart[ne + j] += doc_share * s / prior_total;
+        if let Some(j) = g.doc(d).map(|v| doc_node[v.slot() as usize]).filter(|j| *j != NONE) {
+            restart[ne + j as usize] += doc_share * s / prior_total;
         }
     }
-    let rank = pagerank(&adj, &restart, p.damping, p.iterations);
-    Walked { docs: docs.iter().enumerate().filter(|(j, _)| rank[ne + j] > 0.0).map(|(j, d)| (d.to_string(), rank[ne + j])).collect() }
+    let rank = pagerank(&Csr::new(n, &edges), &restart, p.damping, p.iterations);
+    Walked { docs: docs.iter().enumerate().filter(|(j, _)| rank[ne + j] > 0.0).map(|(j, d)| (d.id().to_string(), rank[ne + j])).collect() }
 }
 
-/// Power iteration; a node without edges sends its mass back to the restart vector.
-fn pagerank(adj: &[Vec<(usize, f64)>], restart: &[f64], damping: f64, iterations: usize) -> Vec<f64> {
-    let out: Vec<f64> = adj.iter().map(|a| a.iter().map(|x| x.1).sum()).collect();
+/// A walk's edges grouped by source, each weighted by its share of the source's out-weight.
+struct Csr {
+    /// Node u's edges are `to[start[u]..start[u + 1]]`.
+    start: Vec<usize>,
+    to: Vec<u32>,
+    share: Vec<f64>,
+}
+
+impl Csr {
+    fn new(n: usize, edges: &[(u32, u32, f64)]) -> Self {
+        let mut start = vec![0usize; n + 1];
+        let mut out = vec![0.0f64; n];
+        for &(u, _, w) in edges {
+            start[u as usize + 1] += 1;
+            out[u as usize] += w;
+        }
+        for u in 0..n {
+            start[u + 1] += start[u];
+        }
+        let mut fill = start.clone();
+        let (mut to, mut share) = (vec![0u32; edges.len()], vec![0.0f64; edges.len()]);
+        for &(u, v, w) in edges {
+            let at = &mut fill[u as usize];
+            to[*at] = v;
+            share[*at] = if out[u as usize] > 0.0 { w / out[u as usize] } else { 0.0 };
+            *at += 1;
+        }
+        Csr { start, to, share }
+    }
+    fn edges(&self, u: usize) -> (&[u32], &[f64]) {
+        let r = self.start[u]..self.start[u + 1];
+        (&self.to[r.clone()], &self.share[r])
+    }
+}
+
+/// Power iteration; a node without edges (or whose edges weigh nothing) sends its mass back to
+/// the restart vector.
+fn pagerank(adj: &Csr, restart: &[f64], damping: f64, iterations: usize) -> Vec<f64> {
+    let n = restart.len();
+    let dangling_node: Vec<bool> = (0..n).map(|u| adj.edges(u).1.iter().all(|w| *w == 0.0)).collect();
     let mut rank = restart.to_vec();
-    let mut next = vec![0.0; rank.len()];
+    let mut next = vec![0.0; n];
     for _ in 0..iterations {
         next.iter_mut().for_each(|x| *x = 0.0);
         let mut dangling = 0.0;
-        for (u, a) in adj.iter().enumerate() {
+        for u in 0..n {
             let ru = rank[u];
             if ru == 0.0 {
                 continue;
             }
-            if out[u] == 0.0 {
+            if dangling_node[u] {
                 dangling += ru;
                 continue;
             }
-            for &(v, w) in a {
-                next[v] += damping * ru * w / out[u];
+            let m = damping * ru;
+            let (to, share) = adj.edges(u);
+            for (v, w) in to.iter().zip(share) {
+                next[*v as usize] += m * w;
             }
         }
         let back = (1.0 - damping) + damping * dangling;
         let mut delta = 0.0;
-        for i in 0..rank.len() {
+        for i in 0..n {
             next[i] += back * restart[i];
             delta += (next[i] - rank[i]).abs();
         }
@@ -733,7 +782,19 @@ fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str
 
 #[cfg(test)]
 mod tests {
-    use super::capitalised_words;
+    use super::{capitalised_words, pagerank, Csr};
+
+    #[test]
+    fn pagerank_over_the_csr_keeps_the_mass_and_returns_a_dead_end_to_the_restart() {
+        // 0 -> 1 (weight 3), 0 -> 2 (weight 1), 1 -> 0; 2 has no edges; 3's only edge weighs 0
+        let edges = [(0, 1, 3.0), (0, 2, 1.0), (1, 0, 1.0), (3, 0, 0.0)];
+        let csr = Csr::new(4, &edges);
+        assert_eq!(csr.edges(0), (&[1u32, 2][..], &[0.75, 0.25][..]));
+        assert_eq!(csr.edges(2).0.len(), 0);
+        let rank = pagerank(&csr, &[1.0, 0.0, 0.0, 0.0], 0.5, 100);
+        assert!((rank.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{rank:?}");
+        assert!(rank[1] > rank[2] && rank[2] > 0.0 && rank[3] == 0.0, "{rank:?}");
+    }
 
     #[test]
     fn capitalised_words_skip_the_first_word_and_lower_case_concepts() {
