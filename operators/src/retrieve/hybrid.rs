@@ -216,6 +216,7 @@ impl HybridParams {
             ("without dense", with(&|p| p.dense = 0.0)),
             ("without names", with(&|p| p.names = false)),
             ("without facts", with(&|p| p.facts = 0)),
+            ("without named pages", with(&|p| p.name_pages = 0.0)),
             ("without passages in the walk", with(&|p| p.passage_weight = 0.0)),
             ("without the walk (prior only)", with(&|p| p.walk = false)),
             ("without the final rank fusion", with(&|p| {
