@@ -75,6 +75,30 @@ pub struct QuerySection {
     pub glm_batch: Option<usize>,
     /// The sentence encoder of the hybrid and dense retrievers (all-MiniLM-L6-v2 directory).
     pub sentence_model: Option<std::path::PathBuf>,
+    /// `[query.hybrid]`: the hybrid's weights by name (`HybridParams`' fields, as `eval --set`
+    /// takes them); ignored by the other retrievers.
+    #[serde(default)]
+    pub hybrid: BTreeMap<String, toml::Value>,
+}
+
+impl QuerySection {
+    /// Sets `[query.hybrid]`'s weights on a hybrid choice; a key that names no weight, or a
+    /// value of the wrong kind, is an error naming it.
+    pub fn apply_hybrid(&self, choice: &mut streamrag_operators::retrieve::RetrieverChoice) -> Result<()> {
+        if let streamrag_operators::retrieve::RetrieverChoice::Hybrid { params, .. } = choice {
+            for (k, v) in &self.hybrid {
+                let text = match v {
+                    toml::Value::String(s) => s.clone(),
+                    toml::Value::Integer(i) => i.to_string(),
+                    toml::Value::Float(x) => x.to_string(),
+                    toml::Value::Boolean(b) => b.to_string(),
+                    _ => bail!("[query.hybrid] {k}: a number or true/false, not {v:?}"),
+                };
+                params.set(k, &text).map_err(|e| anyhow::anyhow!("[query.hybrid] {e}"))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl FileConfig {
@@ -166,6 +190,27 @@ mod tests {
         let cfg = FileConfig::load(Some(&f), std::iter::empty()).unwrap();
         assert_eq!(cfg.topics, Topics::default());
         assert_eq!(cfg.llm.api_key_file.as_deref(), Some(Path::new("/run/secrets/streamrag/openai-api-key")));
+    }
+
+    #[test]
+    fn query_hybrid_weights_are_set_by_name_and_a_wrong_one_is_refused() {
+        use streamrag_operators::retrieve::RetrieverChoice;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "[query]\nretriever = \"hybrid\"\n[query.hybrid]\nname_pages = 0\ndamping = 0.5\nwalk = false\n").unwrap();
+        let cfg = FileConfig::load(Some(&f), std::iter::empty()).unwrap();
+        let mut choice = RetrieverChoice::hybrid("m".into());
+        cfg.query.apply_hybrid(&mut choice).unwrap();
+        let RetrieverChoice::Hybrid { params, .. } = &choice else { unreachable!() };
+        assert_eq!((params.name_pages, params.damping, params.walk), (0.0, 0.5, false));
+        let mut ppr = RetrieverChoice::Ppr;
+        cfg.query.apply_hybrid(&mut ppr).unwrap();
+        std::fs::write(&f, "[query.hybrid]\ndampng = 0.5\n").unwrap();
+        let e = FileConfig::load(Some(&f), std::iter::empty()).unwrap().query.apply_hybrid(&mut choice).unwrap_err();
+        assert!(format!("{e:#}").contains("no hybrid parameter dampng"), "{e:#}");
+        std::fs::write(&f, "[query.hybrid]\nfacts = \"many\"\n").unwrap();
+        let e = FileConfig::load(Some(&f), std::iter::empty()).unwrap().query.apply_hybrid(&mut choice).unwrap_err();
+        assert!(format!("{e:#}").contains("not a number"), "{e:#}");
     }
 
     #[test]

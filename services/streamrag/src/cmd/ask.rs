@@ -39,12 +39,13 @@ pub async fn run(a: AskArgs, file: FileConfig) -> Result<()> {
         super::existing_data(&a.to.data)?;
     }
     let q = &file.query;
-    let retriever = RetrieverChoice::from_flags(
+    let mut retriever = RetrieverChoice::from_flags(
         a.retriever.as_deref().or(q.retriever.as_deref()),
         a.checkpoint.clone().or_else(|| q.checkpoint.clone()),
         q.glm_batch.unwrap_or(4),
         minilm_dir(q.sentence_model.clone()),
     )?;
+    q.apply_hybrid(&mut retriever)?;
     let answer = client::ask(&t, &file.topics, &file.limits, &a.question, a.top_k, Duration::from_secs(a.timeout_s), &retriever).await?;
     print_answer(&answer, a.json);
     Ok(())

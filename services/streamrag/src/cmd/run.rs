@@ -147,6 +147,7 @@ pub async fn run(a: RunArgs, file: FileConfig) -> Result<()> {
         a.glm_batch.or(q.glm_batch).unwrap_or(4),
         minilm_dir(a.sentence_model.or_else(|| q.sentence_model.clone())),
     )?;
+    q.apply_hybrid(&mut cfg.query.retriever)?;
     if let RetrieverChoice::Dense { model } = &cfg.query.retriever {
         super::check_model_dir(model, "--sentence-model")?;
     }
