@@ -596,13 +596,13 @@ impl GraphState {
     pub fn docs(&self) -> impl Iterator<Item = DocView<'_>> {
         self.docs.iter().map(move |(ix, _)| DocView { g: self, ix })
     }
-    /// Slots number live entities and documents densely (below [`Self::entity_slots`] and
-    /// [`Self::doc_slots`]) for as long as they live, so that a walk over one version of the graph
-    /// can keep its nodes in arrays rather than in maps keyed by id.
-    pub fn entity_slots(&self) -> usize {
+    /// Slots number live entities and documents densely (below [`Self::entity_slot_count`] and
+    /// [`Self::doc_slot_count`]) for as long as they live, so that a walk over one version of the
+    /// graph can keep its nodes in arrays rather than in maps keyed by id.
+    pub fn entity_slot_count(&self) -> usize {
         self.ents.items.len()
     }
-    pub fn doc_slots(&self) -> usize {
+    pub fn doc_slot_count(&self) -> usize {
         self.docs.items.len()
     }
     /// The entity in `slot`, if one lives there.

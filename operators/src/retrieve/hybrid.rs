@@ -302,7 +302,7 @@ impl Hybrid {
                 }
             }
         }
-        let scores: HashMap<String, f64> = if p.walk && !(ent_reset.is_empty() && prior.is_empty()) {
+        let mut scores: HashMap<String, f64> = if p.walk && !(ent_reset.is_empty() && prior.is_empty()) {
             let walked = walk(g, p, &ent_reset, &prior);
             let max_walk = walked.docs.values().fold(0.0f64, |a, b| a.max(*b));
             let mut s: HashMap<String, f64> = prior.iter().map(|(d, x)| (d.clone(), p.prior_mix * x)).collect();
@@ -316,7 +316,6 @@ impl Hybrid {
         } else {
             prior.clone()
         };
-        let mut scores = scores;
         if p.name_pages > 0.0 {
             // the names the question writes with a capital: proper names, not concepts
             let capitalised = capitalised_words(q);
@@ -548,7 +547,7 @@ struct Walked {
 fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f64>, prior: &HashMap<String, f64>) -> Walked {
     const NONE: u32 = u32::MAX;
     // nodes: entities first, then passages; `ent_node[slot]` is an entity's node
-    let mut ent_node = vec![NONE; g.entity_slots()];
+    let mut ent_node = vec![NONE; g.entity_slot_count()];
     let mut ents: Vec<EntityView<'g>> = Vec::new();
     let add_ent = |e: EntityView<'g>, ents: &mut Vec<EntityView<'g>>, ent_node: &mut Vec<u32>| -> bool {
         let slot = e.slot() as usize;
@@ -592,7 +591,7 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
         frontier = next;
     }
     // passages: the prior's, and those of the walk's non-hub entities
-    let mut doc_node = vec![NONE; g.doc_slots()];
+    let mut doc_node = vec![NONE; g.doc_slot_count()];
     let mut docs: Vec<DocView<'g>> = Vec::new();
     let add_doc = |d: DocView<'g>, docs: &mut Vec<DocView<'g>>, doc_node: &mut Vec<u32>| {
         let slot = d.slot() as usize;
