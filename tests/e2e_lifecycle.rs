@@ -54,6 +54,18 @@ fn a_thousand_documents_with_updates_and_deletes_equal_a_fresh_run() {
     node.stop();
     // and it survives a restart unchanged
     assert_same_graph(&stats_of(&data), &want);
+    // the hybrid's fact vectors follow the same changes: `ask --data` reads the graph changes on
+    // from where they stand, and then exactly the live facts have a vector
+    streamrag(&["ask", "--data", data.to_str().unwrap(), "Where was Qorvath Imre born?"]);
+    let g = streamrag_operators::graph::GraphStore::open(&data.join("graph")).unwrap().load().unwrap();
+    let mut live: Vec<(String, String, String)> = g.triples().map(|t| t.key()).map(|(s, r, o)| (s.into(), r.into(), o.into())).collect();
+    live.sort();
+    let model = streamrag_operators::retrieve::default_sentence_model();
+    let enc = std::sync::Arc::new(streamrag_glm::SentenceEncoder::load(&model, &candle_core::Device::Cpu).unwrap());
+    let id = streamrag_operators::retrieve::encoder_id(&model);
+    let fv = streamrag_operators::retrieve::FactVectors::open(enc, &data.join("fact-vectors"), &id).unwrap();
+    assert!(!live.is_empty());
+    assert_eq!(fv.facts(), live, "a vector for every live fact and for nothing else");
 }
 
 /// Documents that carry their triples: `n` documents of `per_doc` distinct triples.

@@ -7,6 +7,7 @@
 //! DATA/resolver/   entity-resolution decisions and name vectors (sled)
 //! DATA/bm25/       the passages' BM25 index (tantivy) with the docs position it reflects
 //! DATA/vectors/    the passages' embeddings (sled) with the docs position they reflect
+//! DATA/fact-vectors/ the facts' embeddings (sled) with the graph-changes position they reflect
 //! ```
 //!
 //! sled allows one process per database: each opener says, when another process holds it,
@@ -70,6 +71,10 @@ impl DataDir {
 
     pub fn vectors_path(&self) -> PathBuf {
         self.0.join("vectors")
+    }
+
+    pub fn fact_vectors_path(&self) -> PathBuf {
+        self.0.join("fact-vectors")
     }
 
     /// Whether the directory holds an embedded log.

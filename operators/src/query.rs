@@ -14,7 +14,7 @@ use crate::error::{StageError, StageFault};
 use crate::graph::GraphState;
 use crate::kg_writer::LiveGraph;
 use crate::passages::{DocSink, DocsReader, Passages};
-use crate::retrieve::{RetrieveError, Retrieved, Retriever};
+use crate::retrieve::{FactsReader, RetrieveError, Retrieved, Retriever};
 use crate::stages::{BuildError, QueryConfig, Shared};
 use crate::runtime::{Operator, Outcome};
 use crate::transport::{Output, Record};
@@ -81,8 +81,9 @@ impl QueryStage {
     /// loaded, the answering LLM opened. When the retriever or the answerer needs passages' text
     /// (the dense or BM25 index, the answer prompt), the docs readers that keep it come along
     /// (one for the persistent indexes, one for what lives in memory); run them beside the
-    /// stage.
-    pub async fn build(cfg: &QueryConfig, shared: &mut Shared) -> Result<(Self, Vec<DocsReader>), BuildError> {
+    /// stage, and the facts reader that keeps the fact vectors from the graph changes when the
+    /// retriever has them.
+    pub async fn build(cfg: &QueryConfig, shared: &mut Shared) -> Result<(Self, Vec<DocsReader>, Option<FactsReader>), BuildError> {
         let graph = shared.graph.clone().ok_or_else(|| BuildError::Config("the query stage needs the kg-writer's graph or a replica's".into()))?;
         let (choice, data) = (cfg.retriever.clone(), shared.data.clone());
         let retriever = tokio::task::spawn_blocking(move || choice.load(&data)).await??;
@@ -102,8 +103,9 @@ impl QueryStage {
                 Some(Arc::new(Answerer::new(llm, passages)))
             }
         };
+        let facts = retriever.facts().map(|f| FactsReader::new(shared.topics.clone(), f));
         let stage = QueryStage { topics: shared.topics.clone(), limits: shared.limits.clone(), graph, retriever, answerer };
-        Ok((stage, readers))
+        Ok((stage, readers, facts))
     }
 }
 

@@ -49,6 +49,13 @@ pub trait Operator: Send {
     fn consumed(&self) -> Consumed {
         Consumed::Group
     }
+
+    /// Most records per batch, where the stage wants fewer than the node's `max_batch` (a
+    /// batch is never cut short, so a stage whose records are slow keeps its batches short
+    /// enough to stop promptly on shutdown).
+    fn max_batch(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Where a running stage's consumed position can be read.
@@ -139,12 +146,13 @@ pub async fn run<O: Operator>(
     // Partition -> next offset to read, for the consumer-lag gauge (measured at most once a second).
     let mut next: std::collections::BTreeMap<i32, i64> = std::collections::BTreeMap::new();
     let mut lag_at = std::time::Instant::now() - Duration::from_secs(2);
+    let max_batch = op.max_batch().map_or(opts.max_batch, |m| m.clamp(1, opts.max_batch));
     loop {
         if *shutdown.borrow() {
             break;
         }
         let batch = tokio::select! {
-            b = sub.next_batch(opts.max_batch, opts.poll) => b?,
+            b = sub.next_batch(max_batch, opts.poll) => b?,
             _ = shutdown.changed() => continue,
         };
         if batch.is_empty() {

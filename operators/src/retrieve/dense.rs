@@ -10,7 +10,7 @@
 //! open. Without a store (tests, `eval` baselines) the index lives in memory.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use streamrag_glm::sentence::dot;
 use streamrag_glm::{Result, SentenceEncoder};
@@ -31,7 +31,7 @@ struct Entry {
 }
 
 pub struct DenseIndex {
-    pub encoder: SentenceEncoder,
+    pub encoder: Arc<SentenceEncoder>,
     docs: RwLock<HashMap<String, Entry>>,
     store: Option<Store>,
 }
@@ -71,23 +71,23 @@ fn decode_entry(b: &[u8], dim: usize) -> Option<Entry> {
     Some(Entry { title, hash, vector })
 }
 
-/// The vector store (`DATA/vectors`) could not be opened, read or written.
+/// A vector store (`DATA/vectors`, `DATA/fact-vectors`) could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("passage vectors under {dir}: {source}", dir = dir.display())]
+#[error("vectors under {dir}: {source}", dir = dir.display())]
 pub struct VectorStoreError {
     pub dir: std::path::PathBuf,
     #[source]
     pub source: sled::Error,
 }
 
-fn store_fault(dir: &std::path::Path) -> impl Fn(sled::Error) -> StageFault + '_ {
+pub(super) fn store_fault(dir: &std::path::Path) -> impl Fn(sled::Error) -> StageFault + '_ {
     move |source| StageFault::Vectors(VectorStoreError { dir: dir.to_path_buf(), source })
 }
 
 impl DenseIndex {
     /// An index in memory, empty.
     pub fn new(encoder: SentenceEncoder) -> Self {
-        DenseIndex { encoder, docs: RwLock::new(HashMap::new()), store: None }
+        DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(HashMap::new()), store: None }
     }
 
     /// An index kept in `db` (see the module notes): loads what it holds; vectors another
@@ -120,7 +120,7 @@ impl DenseIndex {
                 }
             }
         }
-        Ok(DenseIndex { encoder, docs: RwLock::new(docs), store: Some(Store { dir: dir.to_path_buf(), db, vectors }) })
+        Ok(DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(docs), store: Some(Store { dir: dir.to_path_buf(), db, vectors }) })
     }
 
     pub fn len(&self) -> usize {

@@ -44,6 +44,7 @@ use crate::normalize::normalize;
 
 use super::bm25::Bm25Index;
 use super::dense::DenseIndex;
+use super::facts::FactVectors;
 use super::rank::{display_name, supporting_triples};
 use super::{RetrieveError, Retrieved};
 
@@ -82,6 +83,12 @@ pub struct HybridParams {
     pub fact_link_bonus: f64,
     /// Match facts only on the question's words outside its linked names (false: on all).
     pub fact_skip_names: bool,
+    /// Weight of a fact's cosine to the question (its stored embedding; the part above
+    /// `fact_dense_floor`) beside its word match; a fact that close matches without a shared
+    /// word (0: words only).
+    pub fact_dense: f64,
+    /// Cosine below which a fact's embedding says nothing.
+    pub fact_dense_floor: f64,
     /// Run the walk (false: the passage prior alone ranks).
     pub walk: bool,
     /// Share of the restart mass on passages (the prior); the rest is on entities.
@@ -101,6 +108,12 @@ pub struct HybridParams {
     pub max_df: usize,
     /// Weight of the prior beside the walk in the final score.
     pub prior_mix: f64,
+    /// Added to `prior_mix` times the share of the question's IDF weight that its linked names
+    /// do not carry: a question the graph's names do not explain ranks by the prior more.
+    pub unnamed_mix: f64,
+    /// The share of the question's IDF weight its linked names must carry for the walk to be
+    /// trusted fully; below it `unnamed_mix` applies in proportion to what is missing.
+    pub named_enough: f64,
     /// A passage whose title is an entity the question names (its own page) gets this, times
     /// the name's share of the question's IDF over the best such name's, added to its final
     /// score (walk mass scaled to 1; 0: off). Only names the question writes with a capital
@@ -140,6 +153,8 @@ impl Default for HybridParams {
             fact_prefix: 5,
             fact_both_ends: false,
             fact_skip_names: false,
+            fact_dense: 1.0,
+            fact_dense_floor: 0.2,
             fact_link_bonus: 0.0,
             walk: true,
             passage_weight: 0.05,
@@ -150,6 +165,8 @@ impl Default for HybridParams {
             max_nodes: 5_000,
             max_df: 200,
             prior_mix: 0.0,
+            unnamed_mix: 1.0,
+            named_enough: 0.2,
             name_pages: 1.0,
             name_pages_min: 2,
             prior_boost: 0.0,
@@ -182,6 +199,8 @@ impl HybridParams {
             "fact_both_ends" => self.fact_both_ends = value.parse().map_err(|_| format!("fact_both_ends: true or false, not {value}"))?,
             "fact_link_bonus" => self.fact_link_bonus = num(key, value)?,
             "fact_skip_names" => self.fact_skip_names = value.parse().map_err(|_| format!("fact_skip_names: true or false, not {value}"))?,
+            "fact_dense" => self.fact_dense = num(key, value)?,
+            "fact_dense_floor" => self.fact_dense_floor = num(key, value)?,
             "walk" => self.walk = value.parse().map_err(|_| format!("walk: true or false, not {value}"))?,
             "passage_weight" => self.passage_weight = num(key, value)?,
             "title_weight" => self.title_weight = num(key, value)?,
@@ -191,6 +210,8 @@ impl HybridParams {
             "max_nodes" => self.max_nodes = num(key, value)?,
             "max_df" => self.max_df = num(key, value)?,
             "prior_mix" => self.prior_mix = num(key, value)?,
+            "unnamed_mix" => self.unnamed_mix = num(key, value)?,
+            "named_enough" => self.named_enough = num(key, value)?,
             "name_pages" => self.name_pages = num(key, value)?,
             "name_pages_min" => self.name_pages_min = num(key, value)?,
             "prior_boost" => self.prior_boost = num(key, value)?,
@@ -216,8 +237,10 @@ impl HybridParams {
             ("without dense", with(&|p| p.dense = 0.0)),
             ("without names", with(&|p| p.names = false)),
             ("without facts", with(&|p| p.facts = 0)),
+            ("without fact embeddings", with(&|p| p.fact_dense = 0.0)),
             ("without named pages", with(&|p| p.name_pages = 0.0)),
             ("without passages in the walk", with(&|p| p.passage_weight = 0.0)),
+            ("without the name guard", with(&|p| p.unnamed_mix = 0.0)),
             ("without the walk (prior only)", with(&|p| p.walk = false)),
             ("without the final rank fusion", with(&|p| {
                 p.fuse_bm25 = 0.0;
@@ -236,6 +259,8 @@ impl HybridParams {
 pub struct Hybrid {
     pub bm25: Arc<Bm25Index>,
     pub dense: Option<Arc<DenseIndex>>,
+    /// The facts' embeddings (kept beside the passages' when there is an encoder).
+    pub facts: Option<Arc<FactVectors>>,
     pub params: HybridParams,
 }
 
@@ -277,7 +302,7 @@ impl Hybrid {
             let total = idf.values().sum();
             Terms { idf, total }
         };
-        let facts = if p.facts > 0 { self.match_facts(g, &names, &prior, &terms)? } else { vec![] };
+        let facts = if p.facts > 0 { self.match_facts(g, &names, &prior, &terms, qv)? } else { vec![] };
 
         // the restart vector: entities (names, fact ends), then passages (the prior)
         let mut ent_reset: HashMap<&str, f64> = HashMap::default();
@@ -305,7 +330,10 @@ impl Hybrid {
         let mut scores: HashMap<String, f64> = if p.walk && !(ent_reset.is_empty() && prior.is_empty()) {
             let walked = walk(g, p, &ent_reset, &prior);
             let max_walk = walked.docs.values().fold(0.0f64, |a, b| a.max(*b));
-            let mut s: HashMap<String, f64> = prior.iter().map(|(d, x)| (d.clone(), p.prior_mix * x)).collect();
+            // the less of the question its linked names carry, the less the walk is trusted
+            let named = name_shares.iter().map(|(_, x)| x).sum::<f64>().min(1.0);
+            let mix = p.prior_mix + p.unnamed_mix * (1.0 - named / p.named_enough.max(1e-9)).max(0.0);
+            let mut s: HashMap<String, f64> = prior.iter().map(|(d, x)| (d.clone(), mix * x)).collect();
             if max_walk > 0.0 {
                 for (d, m) in walked.docs {
                     let boost = 1.0 + p.prior_boost * prior.get(&d).copied().unwrap_or(0.0);
@@ -404,6 +432,7 @@ impl Hybrid {
         names: &[String],
         prior: &HashMap<String, f64>,
         terms: &Terms,
+        qv: Option<&[f32]>,
     ) -> Result<Vec<((&'g str, &'g str, &'g str), f64)>, RetrieveError> {
         let p = &self.params;
         let mut cands: HashSet<(&str, &str, &str)> = HashSet::default();
@@ -442,21 +471,32 @@ impl Hybrid {
             return Ok(vec![]);
         }
         let matched = |t: (&str, &str, &str)| -> Result<u64, RetrieveError> {
-            let text = format!("{} {} {}", display_name(g, t.0), t.1, display_name(g, t.2));
+            let text = super::facts::fact_text(&display_name(g, t.0), t.1, &display_name(g, t.2));
             let words = self.bm25.terms(&text)?;
             Ok(asked.iter().enumerate().filter(|(_, (q, _))| words.iter().any(|w| same_word(q, w, p.fact_prefix))).fold(0u64, |m, (i, _)| m | 1 << i))
         };
         let carried = |m: u64| -> f64 { asked.iter().enumerate().filter(|(i, _)| m & (1 << i) != 0).map(|(_, (_, x))| x).sum::<f64>() / asked_total };
+        // what each candidate's embedding says beyond the floor (none without vectors)
+        let cands: Vec<(&str, &str, &str)> = cands.into_iter().collect();
+        let near: Vec<f64> = match (&self.facts, qv) {
+            (Some(f), Some(qv)) if p.fact_dense > 0.0 => {
+                f.cosines(cands.iter().copied(), qv).into_iter().map(|c| c.map_or(0.0, |c| (c as f64 - p.fact_dense_floor).max(0.0))).collect()
+            }
+            _ => vec![0.0; cands.len()],
+        };
+        let near_of: HashMap<(&str, &str, &str), f64> = cands.iter().copied().zip(near).filter(|(_, x)| *x > 0.0).collect();
         let mut first: Vec<((&str, &str, &str), u64)> = Vec::with_capacity(cands.len());
         for t in cands {
             let m = matched(t)?;
-            if m != 0 {
+            if m != 0 || near_of.contains_key(&t) {
                 first.push((t, m));
             }
         }
         // a fact about what the question names outranks an equal one about a passage's entity
         let linked = |t: &(&str, &str, &str)| names.iter().any(|n| n == t.0 || n == t.2);
-        let score = |t: &(&str, &str, &str), m: u64| carried(m) * if linked(t) { 1.0 + p.fact_link_bonus } else { 1.0 };
+        let score = |t: &(&str, &str, &str), m: u64| {
+            (carried(m) + p.fact_dense * near_of.get(t).copied().unwrap_or(0.0)) * if linked(t) { 1.0 + p.fact_link_bonus } else { 1.0 }
+        };
         first.sort_by(|a, b| score(&b.0, b.1).total_cmp(&score(&a.0, a.1)).then_with(|| a.0.cmp(&b.0)));
         first.truncate(p.facts);
         // chains: a fact of a matched fact's far end that says more of the question than the
@@ -503,7 +543,7 @@ fn same_word(a: &str, b: &str, prefix: usize) -> bool {
 
 /// The question's links by name: the longest word n-grams that are entity ids, sorted (no
 /// stop-list: a name of common words weighs little by its IDF share instead).
-fn link_names(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
+pub(super) fn link_names(g: &GraphState, question: &str, max_ngram: usize) -> Vec<String> {
     super::seeds::longest_names(g, question, max_ngram, |_| false)
 }
 

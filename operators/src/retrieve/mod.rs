@@ -18,6 +18,7 @@
 
 pub mod bm25;
 pub mod dense;
+pub mod facts;
 pub mod glm;
 pub mod hybrid;
 pub mod ppr;
@@ -40,6 +41,7 @@ use crate::stages::BuildError;
 
 pub use bm25::Bm25Index;
 pub use dense::DenseIndex;
+pub use facts::{FactVectors, FactsReader};
 pub use glm::GlmRetriever;
 pub use hybrid::{Hybrid, HybridParams};
 pub use ppr::PprParams;
@@ -141,11 +143,20 @@ impl RetrieverChoice {
             DenseIndex::open(enc, &dir, &encoder_id(model)).map_err(|e| crate::data_dir::OpenError { what: "the passage vectors", dir, source: Box::new(e.source) }.into())
         };
         Ok(match self {
-            RetrieverChoice::Hybrid { model, params } => Retriever::Hybrid(Arc::new(Hybrid {
-                bm25: Arc::new(data.open_bm25()?),
-                dense: model.as_ref().filter(|m| has_encoder(m)).map(dense).transpose()?.map(Arc::new),
-                params: params.clone(),
-            })),
+            RetrieverChoice::Hybrid { model, params } => {
+                let dense = model.as_ref().filter(|m| has_encoder(m)).map(|m| dense(m).map(|d| (m, d))).transpose()?;
+                // the facts' vectors share the passages' encoder
+                let facts = match &dense {
+                    Some((m, d)) => {
+                        let dir = data.fact_vectors_path();
+                        let f = FactVectors::open(d.encoder.clone(), &dir, &encoder_id(m))
+                            .map_err(|e| crate::data_dir::OpenError { what: "the fact vectors", dir, source: Box::new(e.source) })?;
+                        Some(Arc::new(f))
+                    }
+                    None => None,
+                };
+                Retriever::Hybrid(Arc::new(Hybrid { bm25: Arc::new(data.open_bm25()?), dense: dense.map(|(_, d)| Arc::new(d)), facts, params: params.clone() }))
+            }
             RetrieverChoice::Ppr => Retriever::Ppr(PprParams::default()),
             RetrieverChoice::Glm { checkpoint, batch } => {
                 let device = default_device();
@@ -170,7 +181,7 @@ fn has_encoder(model: &std::path::Path) -> bool {
 }
 
 /// What identifies an encoder's vectors: its directory's name and the size of its weights.
-fn encoder_id(model: &std::path::Path) -> String {
+pub fn encoder_id(model: &std::path::Path) -> String {
     let name = model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let size = std::fs::metadata(model.join("model.safetensors")).map(|m| m.len()).unwrap_or(0);
     format!("{name} {size}")
@@ -226,6 +237,15 @@ impl Retriever {
             Retriever::Dense(d) => vec![d.clone()],
             Retriever::Bm25(b) => vec![b.clone()],
             Retriever::Ppr(_) | Retriever::Glm(_) => vec![],
+        }
+    }
+
+    /// The fact vectors this retriever reads, for a facts reader to keep from the graph-changes
+    /// topic.
+    pub fn facts(&self) -> Option<Arc<FactVectors>> {
+        match self {
+            Retriever::Hybrid(h) => h.facts.clone(),
+            _ => None,
         }
     }
 }
@@ -322,7 +342,7 @@ mod tests {
         let bm25 = Arc::new(Bm25Index::in_memory().unwrap());
         DocSink::upsert(&*bm25, &docs).unwrap();
         DocSink::commit(&*bm25, &[(0, docs.len() as i64)].into()).unwrap();
-        (graph(&refs), Hybrid { bm25, dense: None, params: HybridParams::default() })
+        (graph(&refs), Hybrid { bm25, dense: None, facts: None, params: HybridParams::default() })
     }
 
     fn top(g: &GraphState, r: &Retriever, q: &str, k: usize) -> Vec<String> {
@@ -349,11 +369,11 @@ mod tests {
         assert!(!got.triples.is_empty(), "{got:?}");
         // each part can be switched off, and the walk alone differs from the prior alone
         let abl = h.params.ablations();
-        assert_eq!(abl.len(), 7, "the rank fusion is off by default: no row for it");
+        assert_eq!(abl.len(), 9, "the rank fusion is off by default: no row for it");
         assert!(abl.iter().all(|(_, p)| *p != h.params));
         let mut fused = h.params.clone();
         fused.set("fuse_bm25", "1").unwrap();
-        assert_eq!(fused.ablations().len(), 8);
+        assert_eq!(fused.ablations().len(), 10);
         let prior_only = abl.iter().find(|(n, _)| n.contains("prior only")).unwrap().1.clone();
         let prior_only = Retriever::Hybrid(Arc::new(Hybrid { params: prior_only, ..h.clone() }));
         assert!(!prior_only.retrieve(&g, "Which river flows through the city where Marie Curie was born?", 3).unwrap().documents.is_empty());
@@ -372,6 +392,28 @@ mod tests {
         want.sort();
         // (without name_pages the walk puts Westminster Abbey, where both are buried, second)
         assert_eq!(got, want, "{on:?}");
+    }
+
+    #[test]
+    fn a_question_its_names_do_not_explain_leans_on_the_passages() {
+        let (g, h) = samples();
+        let with = |unnamed_mix: f64, walk: bool| Retriever::Hybrid(Arc::new(Hybrid { params: HybridParams { unnamed_mix, walk, ..h.params.clone() }, ..h.clone() }));
+        let (off, strong, prior_only) = (with(0.0, true), with(1e6, true), with(0.0, false));
+        let ids = |r: &Retriever, q: &str| top(&g, r, q, 5);
+        // names that carry the question: the guard, however strong, changes nothing
+        let named = "In which city was the husband of Marie Curie born?";
+        assert_eq!(ids(&strong, named), ids(&off, named));
+        assert_eq!(ids(&Retriever::Hybrid(Arc::new(h.clone())), named), ids(&off, named));
+        // words that name no entity: the walk still runs from the passages and their facts, and
+        // as the guard grows the passages' own ranking takes over
+        let q = "which radioactive elements were discovered by a chemist";
+        assert!(r_links(&g, &h, q).is_empty(), "the question must link no name");
+        assert_eq!(ids(&strong, q), ids(&prior_only, q));
+        assert_ne!(ids(&off, q), ids(&prior_only, q), "the walk reorders what the passages rank");
+    }
+
+    fn r_links(g: &GraphState, h: &Hybrid, q: &str) -> Vec<String> {
+        hybrid::link_names(g, q, h.params.max_ngram)
     }
 
     #[test]

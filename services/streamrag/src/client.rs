@@ -7,8 +7,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use streamrag_operators::passages::DocsReader;
 use streamrag_operators::query;
-use streamrag_operators::retrieve::RetrieverChoice;
-use streamrag_operators::transport::{connect_kafka, Output, Transport, TransportConfig};
+use streamrag_operators::retrieve::{FactsReader, RetrieverChoice};
+use streamrag_operators::transport::{connect_kafka, Output, Record, Transport, TransportConfig};
+use streamrag_operators::StageFault;
 use streamrag_operators::{DataDir, Limits, Topics};
 use streamrag_schemas::{decode, encode, Answer, Document, Query, SCHEMA_VERSION};
 
@@ -208,18 +209,27 @@ pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &s
             tokio::task::spawn_blocking(move || -> Result<Answer> {
                 let g = store.load()?;
                 let r = choice.load(&dir)?;
+                // the passage indexes are kept from the docs topic, the fact vectors from the
+                // graph changes: read the log on from where each stands (its last commit)
                 let sinks = r.sinks();
-                if !sinks.is_empty() {
-                    // the passage indexes are kept from the docs topic: read the log on from
-                    // where they stand (their last commits)
-                    let reader = DocsReader::new(topics.clone(), sinks).with_limits(limits);
+                let facts = r.facts();
+                if !sinks.is_empty() || facts.is_some() {
                     let log = dir.open_log()?;
-                    let mut from = reader.progress().get(&0).copied().unwrap_or(0);
-                    loop {
-                        let batch = log.read(&topics.docs, from, 1024)?;
-                        let Some(last) = batch.last() else { break };
-                        from = last.offset + 1;
-                        reader.apply(&batch)?;
+                    let read_on = |topic: &str, mut from: i64, apply: &dyn Fn(&[Record]) -> Result<(), StageFault>| -> Result<()> {
+                        loop {
+                            let batch = log.read(topic, from, 1024)?;
+                            let Some(last) = batch.last() else { return Ok(()) };
+                            from = last.offset + 1;
+                            apply(&batch)?;
+                        }
+                    };
+                    if !sinks.is_empty() {
+                        let reader = DocsReader::new(topics.clone(), sinks).with_limits(limits);
+                        read_on(&topics.docs, reader.progress().get(&0).copied().unwrap_or(0), &|b| reader.apply(b))?;
+                    }
+                    if let Some(f) = facts {
+                        let reader = FactsReader::new(topics.clone(), f);
+                        read_on(reader.topic(), reader.progress().get(&0).copied().unwrap_or(0), &|b| reader.apply(b))?;
                     }
                 }
                 Ok(query::answer(&g, &r, &q)?)

@@ -193,10 +193,13 @@ impl Node {
                         // graph-deltas topic, under a group of its own.
                         s.start(KgWriter::replica(&config.snapshots, &mut shared).await?);
                     }
-                    let (stage, readers) = QueryStage::build(&config.query, &mut shared).await?;
+                    let (stage, readers, facts) = QueryStage::build(&config.query, &mut shared).await?;
                     retriever = Some(stage.retriever.clone());
                     for r in readers {
                         s.start(r);
+                    }
+                    if let Some(f) = facts {
+                        s.start(f);
                     }
                     s.start(stage);
                 }
