@@ -97,6 +97,21 @@ fn the_demo_indexes_the_samples_and_answers_with_documents() {
     let with_docs = answers.iter().filter(|a| a.contains("\n  1. ")).count();
     assert!(with_docs * 4 >= asked * 3, "only {with_docs} of {asked} answered with documents:\n{out}");
     assert!(out.contains("[charles-babbage]"), "Babbage's page answers the Analytical Engine question:\n{out}");
+    // the top three documents of a question, by id
+    let top3 = |q: &str| -> Vec<String> {
+        let a = answers.iter().find(|a| a.starts_with(q)).unwrap_or_else(|| panic!("{q} not asked:\n{out}"));
+        let mut v: Vec<String> =
+            a.lines().filter(|l| l.starts_with("  ") && l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit())).take(3).filter_map(|l| Some(l.split('[').nth(1)?.split(']').next()?.to_string())).collect();
+        v.sort();
+        v
+    };
+    // same name, different questions: different evidence (issue 26)
+    let river = top3("Which river flows through the city where Marie Curie was born?");
+    let husband = top3("In which city was the husband of Marie Curie born?");
+    assert!(river.contains(&"warsaw".to_string()), "the river is on Warsaw's page: {river:?}\n{out}");
+    assert!(husband.contains(&"pierre-curie".to_string()), "{husband:?}\n{out}");
+    assert_ne!(river, husband, "{out}");
+    assert!(top3("In which city are the prizes founded by the inventor of dynamite presented?").contains(&"nobel-prize".to_string()), "{out}");
 }
 
 #[test]

@@ -89,6 +89,12 @@ pub struct HybridParams {
     pub fact_dense: f64,
     /// Cosine below which a fact's embedding says nothing.
     pub fact_dense_floor: f64,
+    /// The own page of a matched fact's end that is not a linked name gets this times the
+    /// fact's score over the best fact's, added to its final score (0: off).
+    pub fact_pages: f64,
+    /// A matched fact seeds its ends with its score times (score / best fact's score) to this
+    /// power: above 0 the facts that say most of the question seed more than the rest.
+    pub fact_sharpness: f64,
     /// Run the walk (false: the passage prior alone ranks).
     pub walk: bool,
     /// Share of the restart mass on passages (the prior); the rest is on entities.
@@ -155,6 +161,8 @@ impl Default for HybridParams {
             fact_skip_names: false,
             fact_dense: 1.0,
             fact_dense_floor: 0.2,
+            fact_sharpness: 8.0,
+            fact_pages: 0.5,
             fact_link_bonus: 0.0,
             walk: true,
             passage_weight: 0.05,
@@ -201,6 +209,8 @@ impl HybridParams {
             "fact_skip_names" => self.fact_skip_names = value.parse().map_err(|_| format!("fact_skip_names: true or false, not {value}"))?,
             "fact_dense" => self.fact_dense = num(key, value)?,
             "fact_dense_floor" => self.fact_dense_floor = num(key, value)?,
+            "fact_sharpness" => self.fact_sharpness = num(key, value)?,
+            "fact_pages" => self.fact_pages = num(key, value)?,
             "walk" => self.walk = value.parse().map_err(|_| format!("walk: true or false, not {value}"))?,
             "passage_weight" => self.passage_weight = num(key, value)?,
             "title_weight" => self.title_weight = num(key, value)?,
@@ -239,6 +249,7 @@ impl HybridParams {
             ("without facts", with(&|p| p.facts = 0)),
             ("without fact embeddings", with(&|p| p.fact_dense = 0.0)),
             ("without named pages", with(&|p| p.name_pages = 0.0)),
+            ("without fact pages", with(&|p| p.fact_pages = 0.0)),
             ("without passages in the walk", with(&|p| p.passage_weight = 0.0)),
             ("without the name guard", with(&|p| p.unnamed_mix = 0.0)),
             ("without the walk (prior only)", with(&|p| p.walk = false)),
@@ -317,7 +328,9 @@ impl Hybrid {
                 }
             }
         }
+        let best_fact = facts.iter().map(|(_, x)| *x).fold(0.0f64, f64::max);
         for ((s, _, o), score) in &facts {
+            let score = &(score * if best_fact > 0.0 { (score / best_fact).powf(p.fact_sharpness) } else { 1.0 });
             for end in [s, o] {
                 if !p.fact_both_ends && names.iter().any(|n| n == end) {
                     continue;
@@ -352,6 +365,23 @@ impl Hybrid {
                 for (d, bonus) in name_pages(g, &proper, p.max_df) {
                     *scores.entry(d.to_string()).or_default() += p.name_pages * bonus;
                 }
+            }
+        }
+        if p.fact_pages > 0.0 && !facts.is_empty() {
+            // the far ends of the matched facts (the bridges a question crosses) lead to their own
+            // pages, each in proportion to its fact's score over the best
+            let mut ends: HashMap<&str, f64> = HashMap::default();
+            for ((s, _, o), score) in &facts {
+                for end in [*s, *o] {
+                    if !names.iter().any(|n| n == end) {
+                        let e = ends.entry(end).or_default();
+                        *e = e.max(*score);
+                    }
+                }
+            }
+            let ends: Vec<(&str, f64)> = ends.into_iter().collect();
+            for (d, bonus) in name_pages(g, &ends, p.max_df) {
+                *scores.entry(d.to_string()).or_default() += p.fact_pages * bonus;
             }
         }
         let mut ranked: Vec<(String, f64)> = scores.into_iter().filter(|(d, _)| g.doc(d).is_some() || prior.contains_key(d)).collect();

@@ -369,11 +369,11 @@ mod tests {
         assert!(!got.triples.is_empty(), "{got:?}");
         // each part can be switched off, and the walk alone differs from the prior alone
         let abl = h.params.ablations();
-        assert_eq!(abl.len(), 9, "the rank fusion is off by default: no row for it");
+        assert_eq!(abl.len(), 10, "the rank fusion is off by default: no row for it");
         assert!(abl.iter().all(|(_, p)| *p != h.params));
         let mut fused = h.params.clone();
         fused.set("fuse_bm25", "1").unwrap();
-        assert_eq!(fused.ablations().len(), 10);
+        assert_eq!(fused.ablations().len(), 11);
         let prior_only = abl.iter().find(|(n, _)| n.contains("prior only")).unwrap().1.clone();
         let prior_only = Retriever::Hybrid(Arc::new(Hybrid { params: prior_only, ..h.clone() }));
         assert!(!prior_only.retrieve(&g, "Which river flows through the city where Marie Curie was born?", 3).unwrap().documents.is_empty());
@@ -392,6 +392,22 @@ mod tests {
         want.sort();
         // (without name_pages the walk puts Westminster Abbey, where both are buried, second)
         assert_eq!(got, want, "{on:?}");
+    }
+
+    #[test]
+    fn the_bridge_a_matched_fact_crosses_leads_to_its_page() {
+        let (g, h) = samples();
+        let q = "Which river flows through the city where Marie Curie was born?";
+        let score = |p: HybridParams| {
+            let r = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() }));
+            let got = r.retrieve(&g, q, 5).unwrap();
+            assert!(got.triples.iter().any(|t| t.object == "Warsaw"), "the fact that crosses to Warsaw is matched: {got:?}");
+            let top = got.documents[0].score;
+            got.documents.iter().find(|d| d.id == "warsaw").map(|d| d.score / top)
+        };
+        // (Marie Curie; born in; Warsaw) is the best fact: Warsaw's page is where the river is
+        let (on, off) = (score(h.params.clone()), score(HybridParams { fact_pages: 0.0, ..h.params.clone() }));
+        assert!(on.unwrap_or(0.0) > off.unwrap_or(0.0) + 0.1, "fact pages lift Warsaw's page: {on:?} against {off:?}");
     }
 
     #[test]
