@@ -33,15 +33,9 @@ struct Entry {
 pub struct DenseIndex {
     pub encoder: Arc<SentenceEncoder>,
     docs: RwLock<HashMap<String, Entry>>,
-    store: Option<Store>,
+    store: Option<VectorStore>,
 }
 
-/// The sled trees of a persistent index: vectors by document id, and its metadata.
-struct Store {
-    dir: std::path::PathBuf,
-    db: sled::Db,
-    vectors: sled::Tree,
-}
 
 /// The text a passage is embedded from.
 pub fn passage_text(title: &str, text: &str) -> String {
@@ -80,8 +74,68 @@ pub struct VectorStoreError {
     pub source: sled::Error,
 }
 
-pub(super) fn store_fault(dir: &std::path::Path) -> impl Fn(sled::Error) -> StageFault + '_ {
+fn store_fault(dir: &std::path::Path) -> impl Fn(sled::Error) -> StageFault + '_ {
     move |source| StageFault::Vectors(VectorStoreError { dir: dir.to_path_buf(), source })
+}
+
+/// One persistent vector index's sled database (the passages' and the facts'): a tree of
+/// entries, the encoder that wrote them, and the topic position they reflect.
+pub(super) struct VectorStore {
+    dir: std::path::PathBuf,
+    db: sled::Db,
+    tree: sled::Tree,
+}
+
+impl VectorStore {
+    /// Opens the tree `tree` under `dir`; what another encoder wrote (`encoder_id`, `dim`) is
+    /// dropped with the position, so the topic is read again.
+    pub(super) fn open(dir: &std::path::Path, tree: &str, encoder_id: &str, dim: usize) -> std::result::Result<Self, VectorStoreError> {
+        let fail = |source| VectorStoreError { dir: dir.to_path_buf(), source };
+        let db = sled::open(dir).map_err(fail)?;
+        let tree = db.open_tree(tree).map_err(fail)?;
+        let id = format!("{encoder_id} dim={dim}");
+        if db.get(ENCODER).map_err(fail)?.as_deref() != Some(id.as_bytes()) {
+            tree.clear().map_err(fail)?;
+            db.remove(POSITION).map_err(fail)?;
+            db.insert(ENCODER, id.as_bytes()).map_err(fail)?;
+        }
+        Ok(VectorStore { dir: dir.to_path_buf(), db, tree })
+    }
+
+    /// Hands each entry to `load`; one it cannot read (false) is removed with the position, so
+    /// the topic is read again.
+    pub(super) fn load(&self, mut load: impl FnMut(&[u8], &[u8]) -> bool) -> std::result::Result<(), VectorStoreError> {
+        let fail = |source| VectorStoreError { dir: self.dir.clone(), source };
+        for kv in self.tree.iter() {
+            let (k, v) = kv.map_err(fail)?;
+            if !load(&k, &v) {
+                self.tree.remove(&k).map_err(fail)?;
+                self.db.remove(POSITION).map_err(fail)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn apply(&self, batch: sled::Batch) -> std::result::Result<(), StageFault> {
+        self.tree.apply_batch(batch).map_err(store_fault(&self.dir))
+    }
+
+    pub(super) fn remove(&self, key: &[u8]) -> std::result::Result<(), StageFault> {
+        self.tree.remove(key).map(|_| ()).map_err(store_fault(&self.dir))
+    }
+
+    /// Where the store stands in its topic (partition -> next offset); empty when unreadable
+    /// (the topic is read again; unchanged entries are not re-embedded).
+    pub(super) fn position(&self) -> BTreeMap<i32, i64> {
+        self.db.get(POSITION).ok().flatten().and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default()
+    }
+
+    /// Makes what was applied durable, recording `next` as the position it reflects.
+    pub(super) fn commit(&self, next: &BTreeMap<i32, i64>) -> std::result::Result<(), StageFault> {
+        self.db.insert(POSITION, serde_json::to_vec(next).expect("offsets serialise")).map_err(store_fault(&self.dir))?;
+        self.db.flush().map_err(store_fault(&self.dir))?;
+        Ok(())
+    }
 }
 
 impl DenseIndex {
@@ -93,34 +147,17 @@ impl DenseIndex {
     /// An index kept in `db` (see the module notes): loads what it holds; vectors another
     /// encoder (`encoder_id`: its directory and dimension) wrote are dropped.
     pub fn open(encoder: SentenceEncoder, dir: &std::path::Path, encoder_id: &str) -> std::result::Result<Self, VectorStoreError> {
-        let fail = |source| VectorStoreError { dir: dir.to_path_buf(), source };
-        Self::open_db(encoder, sled::open(dir).map_err(fail)?, dir, encoder_id).map_err(fail)
-    }
-
-    fn open_db(encoder: SentenceEncoder, db: sled::Db, dir: &std::path::Path, encoder_id: &str) -> sled::Result<Self> {
-        let vectors = db.open_tree("vectors")?;
-        let id = format!("{encoder_id} dim={}", encoder.dim());
-        if db.get(ENCODER)?.as_deref() != Some(id.as_bytes()) {
-            vectors.clear()?;
-            db.remove(POSITION)?;
-            db.insert(ENCODER, id.as_bytes())?;
-        }
         let dim = encoder.dim();
+        let store = VectorStore::open(dir, "vectors", encoder_id, dim)?;
         let mut docs = HashMap::new();
-        for kv in vectors.iter() {
-            let (k, v) = kv?;
-            match (std::str::from_utf8(&k), decode_entry(&v, dim)) {
-                (Ok(id), Some(e)) => {
-                    docs.insert(id.to_string(), e);
-                }
-                // unreadable: forget it and the position, so the topic is read again
-                _ => {
-                    vectors.remove(&k)?;
-                    db.remove(POSITION)?;
-                }
+        store.load(|k, v| match (std::str::from_utf8(k), decode_entry(v, dim)) {
+            (Ok(id), Some(e)) => {
+                docs.insert(id.to_string(), e);
+                true
             }
-        }
-        Ok(DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(docs), store: Some(Store { dir: dir.to_path_buf(), db, vectors }) })
+            _ => false,
+        })?;
+        Ok(DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(docs), store: Some(store) })
     }
 
     pub fn len(&self) -> usize {
@@ -160,7 +197,7 @@ impl DenseIndex {
         }
         drop(m);
         if let Some(s) = &self.store {
-            s.vectors.apply_batch(batch).map_err(store_fault(&s.dir))?;
+            s.apply(batch)?;
         }
         Ok(todo.len())
     }
@@ -168,7 +205,7 @@ impl DenseIndex {
     pub fn remove(&self, id: &str) -> std::result::Result<(), StageFault> {
         self.docs.write().expect("index lock").remove(id);
         if let Some(s) = &self.store {
-            s.vectors.remove(id.as_bytes()).map_err(store_fault(&s.dir))?;
+            s.remove(id.as_bytes())?;
         }
         Ok(())
     }
@@ -209,15 +246,12 @@ impl DocSink for DenseIndex {
         DenseIndex::remove(self, id)
     }
     fn position(&self) -> Option<BTreeMap<i32, i64>> {
-        let s = self.store.as_ref()?;
-        // an unreadable position reads the topic again: unchanged passages are not re-embedded
-        Some(s.db.get(POSITION).ok().flatten().and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default())
+        self.store.as_ref().map(VectorStore::position)
     }
     fn commit(&self, next: &BTreeMap<i32, i64>) -> std::result::Result<(), StageFault> {
-        if let Some(s) = &self.store {
-            s.db.insert(POSITION, serde_json::to_vec(next).expect("offsets serialise")).map_err(store_fault(&s.dir))?;
-            s.db.flush().map_err(store_fault(&s.dir))?;
+        match &self.store {
+            Some(s) => s.commit(next),
+            None => Ok(()),
         }
-        Ok(())
     }
 }

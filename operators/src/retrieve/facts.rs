@@ -9,7 +9,7 @@
 //! A node keeps the vectors under its data directory (`DATA/fact-vectors`, sled) with the
 //! graph-changes position they reflect; a restart loads them and reads the topic on from there.
 //! A fact re-asserted with the same text keeps its vector. Vectors of another encoder are
-//! dropped at open. Without a store (tests) the index lives in memory.
+//! dropped at open.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,10 +24,7 @@ use crate::hash::fnv1a;
 use crate::runtime::{blocking, Consumed, Operator, Outcome, StartFrom};
 use crate::transport::Record;
 
-use super::dense::{store_fault, VectorStoreError};
-
-const POSITION: &[u8] = b"position";
-const ENCODER: &[u8] = b"encoder";
+use super::dense::{VectorStore, VectorStoreError};
 
 /// The text a fact is embedded from (and matched on by its words).
 pub fn fact_text(subject: &str, relation: &str, object: &str) -> String {
@@ -69,30 +66,24 @@ impl Table {
     }
 
     fn put(&mut self, key: Key, text_hash: u64, v: &[f32]) {
-        if let Some(i) = self.find(&key.0, &key.1, &key.2) {
-            self.text_hash[i as usize] = text_hash;
-            let d = self.dim;
-            self.arena[i as usize * d..(i as usize + 1) * d].copy_from_slice(v);
-            return;
-        }
-        let h = key_hash(&key.0, &key.1, &key.2);
-        let i = match self.free.pop() {
-            Some(i) => {
-                let d = self.dim;
-                self.arena[i as usize * d..(i as usize + 1) * d].copy_from_slice(v);
+        let i = match self.find(&key.0, &key.1, &key.2) {
+            Some(i) => i,
+            None => {
+                let i = self.free.pop().unwrap_or_else(|| {
+                    self.arena.resize(self.arena.len() + self.dim, 0.0);
+                    self.keys.push(None);
+                    self.text_hash.push(0);
+                    (self.keys.len() - 1) as u32
+                });
+                self.slot_of.entry(key_hash(&key.0, &key.1, &key.2)).or_default().push(i);
                 self.keys[i as usize] = Some(key);
-                self.text_hash[i as usize] = text_hash;
+                self.live += 1;
                 i
             }
-            None => {
-                self.arena.extend_from_slice(v);
-                self.keys.push(Some(key));
-                self.text_hash.push(text_hash);
-                (self.keys.len() - 1) as u32
-            }
         };
-        self.slot_of.entry(h).or_default().push(i);
-        self.live += 1;
+        self.text_hash[i as usize] = text_hash;
+        let d = self.dim;
+        self.arena[i as usize * d..(i as usize + 1) * d].copy_from_slice(v);
     }
 
     fn remove(&mut self, s: &str, r: &str, o: &str) -> bool {
@@ -109,13 +100,6 @@ impl Table {
         self.live -= 1;
         true
     }
-}
-
-/// The sled trees of a persistent index.
-struct Store {
-    dir: std::path::PathBuf,
-    db: sled::Db,
-    vectors: sled::Tree,
 }
 
 fn store_key(k: &Key) -> Vec<u8> {
@@ -150,42 +134,24 @@ enum Op {
 pub struct FactVectors {
     encoder: Arc<SentenceEncoder>,
     table: RwLock<Table>,
-    store: Option<Store>,
+    store: VectorStore,
 }
 
 impl FactVectors {
-    /// An index in memory, empty.
-    pub fn new(encoder: Arc<SentenceEncoder>) -> Self {
-        let dim = encoder.dim();
-        FactVectors { encoder, table: RwLock::new(Table::new(dim)), store: None }
-    }
-
-    /// An index kept under `dir` (see the module notes): loads what it holds; vectors another
+    /// The index kept under `dir` (see the module notes): loads what it holds; vectors another
     /// encoder (`encoder_id`) wrote are dropped.
     pub fn open(encoder: Arc<SentenceEncoder>, dir: &std::path::Path, encoder_id: &str) -> Result<Self, VectorStoreError> {
-        let fail = |source| VectorStoreError { dir: dir.to_path_buf(), source };
-        let db = sled::open(dir).map_err(fail)?;
-        let vectors = db.open_tree("facts").map_err(fail)?;
         let dim = encoder.dim();
-        let id = format!("{encoder_id} dim={dim}");
-        if db.get(ENCODER).map_err(fail)?.as_deref() != Some(id.as_bytes()) {
-            vectors.clear().map_err(fail)?;
-            db.remove(POSITION).map_err(fail)?;
-            db.insert(ENCODER, id.as_bytes()).map_err(fail)?;
-        }
+        let store = VectorStore::open(dir, "facts", encoder_id, dim)?;
         let mut table = Table::new(dim);
-        for kv in vectors.iter() {
-            let (k, v) = kv.map_err(fail)?;
-            match decode_entry(&k, &v, dim) {
-                Some((key, h, vector)) => table.put(key, h, &vector),
-                // unreadable: forget it and the position, so the topic is read again
-                None => {
-                    vectors.remove(&k).map_err(fail)?;
-                    db.remove(POSITION).map_err(fail)?;
-                }
+        store.load(|k, v| match decode_entry(k, v, dim) {
+            Some((key, h, vector)) => {
+                table.put(key, h, &vector);
+                true
             }
-        }
-        Ok(FactVectors { encoder, table: RwLock::new(table), store: Some(Store { dir: dir.to_path_buf(), db, vectors }) })
+            None => false,
+        })?;
+        Ok(FactVectors { encoder, table: RwLock::new(table), store })
     }
 
     /// Facts with a vector.
@@ -250,9 +216,7 @@ impl FactVectors {
             t.put(k.clone(), *h, v);
         }
         drop(t);
-        if let Some(s) = &self.store {
-            s.vectors.apply_batch(batch).map_err(store_fault(&s.dir))?;
-        }
+        self.store.apply(batch)?;
         Ok(todo.len())
     }
 
@@ -269,20 +233,14 @@ impl FactVectors {
         facts.into_iter().map(|(s, r, o)| t.find(s, r, o).map(|i| dot(t.vector(i), q))).collect()
     }
 
-    /// Where the store stands in the graph-changes topic (partition -> next offset); empty in
-    /// memory or when unreadable (the topic is read again; unchanged facts are not re-embedded).
+    /// Where the store stands in the graph-changes topic (partition -> next offset).
     pub fn position(&self) -> BTreeMap<i32, i64> {
-        let Some(s) = &self.store else { return BTreeMap::new() };
-        s.db.get(POSITION).ok().flatten().and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default()
+        self.store.position()
     }
 
     /// Makes what was applied durable, recording `next` as the position it reflects.
     pub fn commit(&self, next: &BTreeMap<i32, i64>) -> Result<(), StageFault> {
-        if let Some(s) = &self.store {
-            s.db.insert(POSITION, serde_json::to_vec(next).expect("offsets serialise")).map_err(store_fault(&s.dir))?;
-            s.db.flush().map_err(store_fault(&s.dir))?;
-        }
-        Ok(())
+        self.store.commit(next)
     }
 }
 

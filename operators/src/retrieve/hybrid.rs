@@ -330,7 +330,7 @@ impl Hybrid {
         }
         let best_fact = facts.iter().map(|(_, x)| *x).fold(0.0f64, f64::max);
         for ((s, _, o), score) in &facts {
-            let score = &(score * if best_fact > 0.0 { (score / best_fact).powf(p.fact_sharpness) } else { 1.0 });
+            let score = score * if best_fact > 0.0 { (score / best_fact).powf(p.fact_sharpness) } else { 1.0 };
             for end in [s, o] {
                 if !p.fact_both_ends && names.iter().any(|n| n == end) {
                     continue;
