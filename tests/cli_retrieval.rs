@@ -116,8 +116,9 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     assert!(hybrid["recall@5"].as_f64().unwrap() >= 40.0, "{}", hybrid["recall@5"]);
     // the ablation: each part of the hybrid switched off in turn, each measured on every question
     let abl = hybrid["ablation"].as_array().unwrap();
-    assert_eq!(abl.len(), 10, "{abl:?}");
+    assert_eq!(abl.len(), 11, "{abl:?}");
     assert!(abl.iter().any(|a| a["without"] == "without fact embeddings"), "the facts' vectors are on by default: {abl:?}");
+    assert!(abl.iter().any(|a| a["without"] == "without entity embeddings"), "the entity names' vectors are on by default: {abl:?}");
     assert!(abl.iter().all(|a| a["all"]["n"].as_u64() == Some(n_test)), "{abl:?}");
     // the GLM ranks entities of its subgraph: its top documents are about the question's seeds
     let seeded = glm["per_question"].as_array().unwrap().iter().filter(|q| !q["seeds"].as_array().unwrap().is_empty()).count();

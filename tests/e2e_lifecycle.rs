@@ -66,6 +66,10 @@ fn a_thousand_documents_with_updates_and_deletes_equal_a_fresh_run() {
     let fv = streamrag_operators::retrieve::FactVectors::open(enc, &data.join("fact-vectors"), &id).unwrap();
     assert!(!live.is_empty());
     assert_eq!(fv.facts(), live, "a vector for every live fact and for nothing else");
+    let mut live_entities: Vec<String> = g.entities().map(|e| e.id().to_string()).collect();
+    live_entities.sort();
+    assert!(!live_entities.is_empty());
+    assert_eq!(fv.entities(), live_entities, "a name vector for every live entity and for nothing else");
 }
 
 /// Documents that carry their triples: `n` documents of `per_doc` distinct triples.

@@ -95,11 +95,28 @@ impl VectorStore {
         let tree = db.open_tree(tree).map_err(fail)?;
         let id = format!("{encoder_id} dim={dim}");
         if db.get(ENCODER).map_err(fail)?.as_deref() != Some(id.as_bytes()) {
-            tree.clear().map_err(fail)?;
+            // every tree of the database: their vectors are all the old encoder's
+            for name in db.tree_names() {
+                if name != db.name() {
+                    db.open_tree(name).and_then(|t| t.clear()).map_err(fail)?;
+                }
+            }
             db.remove(POSITION).map_err(fail)?;
             db.insert(ENCODER, id.as_bytes()).map_err(fail)?;
         }
         Ok(VectorStore { dir: dir.to_path_buf(), db, tree })
+    }
+
+    /// Another tree of the same database, under the same encoder and position. A tree the
+    /// database did not have yet drops the position: the topic is read again to fill it.
+    pub(super) fn sibling(&self, tree: &str) -> std::result::Result<Self, VectorStoreError> {
+        let fail = |source| VectorStoreError { dir: self.dir.clone(), source };
+        let new = !self.db.tree_names().iter().any(|n| n.as_ref() == tree.as_bytes());
+        let t = self.db.open_tree(tree).map_err(fail)?;
+        if new {
+            self.db.remove(POSITION).map_err(fail)?;
+        }
+        Ok(VectorStore { dir: self.dir.clone(), db: self.db.clone(), tree: t })
     }
 
     /// Hands each entry to `load`; one it cannot read (false) is removed with the position, so

@@ -4,12 +4,14 @@
 //! by a [`FactsReader`]: a fact is embedded when it is asserted (its first supporting document)
 //! and dropped when it is retracted (its last one gone), off the path that makes a triple
 //! queryable (the kg-writer never waits for it); until its vector is there a fact is scored by
-//! its words alone.
+//! its words alone. The entities' names the same way: an entity's id (its normalised name) is
+//! embedded when the entity first appears and dropped when its last mention goes, so the hybrid
+//! can link a name the question writes shorter than the graph holds it.
 //!
-//! A node keeps the vectors under its data directory (`DATA/fact-vectors`, sled) with the
-//! graph-changes position they reflect; a restart loads them and reads the topic on from there.
-//! A fact re-asserted with the same text keeps its vector. Vectors of another encoder are
-//! dropped at open.
+//! A node keeps the vectors under its data directory (`DATA/fact-vectors`, sled: trees `facts`
+//! and `entities`) with the graph-changes position they reflect; a restart loads them and reads
+//! the topic on from there. A fact re-asserted with the same text keeps its vector. Vectors of
+//! another encoder are dropped at open.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -38,35 +40,36 @@ fn key_hash(s: &str, r: &str, o: &str) -> u64 {
     fnv1a(&[s, r, o])
 }
 
-/// The vectors, one slot each in one arena (a scan over all of them reads memory in order).
-#[derive(Default)]
-struct Table {
+/// The vectors, one slot each in one arena (a scan over all of them reads memory in order),
+/// found by a hash of their key (the caller's: a fact's is over its three parts, so a lookup
+/// needs no key built).
+struct Table<K> {
     dim: usize,
     /// key hash -> slots with that hash (nearly always one)
     slot_of: HashMap<u64, Vec<u32>>,
-    keys: Vec<Option<Key>>,
+    keys: Vec<Option<K>>,
     text_hash: Vec<u64>,
     arena: Vec<f32>,
     free: Vec<u32>,
     live: usize,
 }
 
-impl Table {
+impl<K: Clone + Ord> Table<K> {
     fn new(dim: usize) -> Self {
-        Table { dim, ..Table::default() }
+        Table { dim, slot_of: HashMap::new(), keys: Vec::new(), text_hash: Vec::new(), arena: Vec::new(), free: Vec::new(), live: 0 }
     }
 
-    fn find(&self, s: &str, r: &str, o: &str) -> Option<u32> {
-        let slots = self.slot_of.get(&key_hash(s, r, o))?;
-        slots.iter().copied().find(|&i| self.keys[i as usize].as_ref().is_some_and(|k| k.0 == s && k.1 == r && k.2 == o))
+    fn find(&self, h: u64, is: impl Fn(&K) -> bool) -> Option<u32> {
+        let slots = self.slot_of.get(&h)?;
+        slots.iter().copied().find(|&i| self.keys[i as usize].as_ref().is_some_and(&is))
     }
 
     fn vector(&self, slot: u32) -> &[f32] {
         &self.arena[slot as usize * self.dim..(slot as usize + 1) * self.dim]
     }
 
-    fn put(&mut self, key: Key, text_hash: u64, v: &[f32]) {
-        let i = match self.find(&key.0, &key.1, &key.2) {
+    fn put(&mut self, key: K, h: u64, text_hash: u64, v: &[f32]) {
+        let i = match self.find(h, |k| *k == key) {
             Some(i) => i,
             None => {
                 let i = self.free.pop().unwrap_or_else(|| {
@@ -75,7 +78,7 @@ impl Table {
                     self.text_hash.push(0);
                     (self.keys.len() - 1) as u32
                 });
-                self.slot_of.entry(key_hash(&key.0, &key.1, &key.2)).or_default().push(i);
+                self.slot_of.entry(h).or_default().push(i);
                 self.keys[i as usize] = Some(key);
                 self.live += 1;
                 i
@@ -86,9 +89,8 @@ impl Table {
         self.arena[i as usize * d..(i as usize + 1) * d].copy_from_slice(v);
     }
 
-    fn remove(&mut self, s: &str, r: &str, o: &str) -> bool {
-        let Some(i) = self.find(s, r, o) else { return false };
-        let h = key_hash(s, r, o);
+    fn remove(&mut self, h: u64, is: impl Fn(&K) -> bool) -> bool {
+        let Some(i) = self.find(h, is) else { return false };
         if let Some(v) = self.slot_of.get_mut(&h) {
             v.retain(|&j| j != i);
             if v.is_empty() {
@@ -100,6 +102,20 @@ impl Table {
         self.live -= 1;
         true
     }
+
+    fn sorted_keys(&self) -> Vec<K> {
+        let mut v: Vec<K> = self.keys.iter().flatten().cloned().collect();
+        v.sort();
+        v
+    }
+}
+
+fn fact_find(t: &Table<Key>, s: &str, r: &str, o: &str) -> Option<u32> {
+    t.find(key_hash(s, r, o), |k| k.0 == s && k.1 == r && k.2 == o)
+}
+
+fn entity_find(t: &Table<String>, id: &str) -> Option<u32> {
+    t.find(fnv1a(&[id]), |k| k == id)
 }
 
 fn store_key(k: &Key) -> Vec<u8> {
@@ -115,14 +131,19 @@ fn encode_value(text_hash: u64, v: &[f32]) -> Vec<u8> {
     b
 }
 
-fn decode_entry(k: &[u8], v: &[u8], dim: usize) -> Option<(Key, u64, Vec<f32>)> {
-    let [s, r, o]: [String; 3] = serde_json::from_slice(k).ok()?;
+fn decode_value(v: &[u8], dim: usize) -> Option<(u64, Vec<f32>)> {
     let h = u64::from_le_bytes(v.get(..8)?.try_into().ok()?);
     let rest = v.get(8..)?;
     if rest.len() != 4 * dim {
         return None;
     }
-    Some(((s, r, o), h, rest.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()))
+    Some((h, rest.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()))
+}
+
+fn decode_entry(k: &[u8], v: &[u8], dim: usize) -> Option<(Key, u64, Vec<f32>)> {
+    let [s, r, o]: [String; 3] = serde_json::from_slice(k).ok()?;
+    let (h, v) = decode_value(v, dim)?;
+    Some(((s, r, o), h, v))
 }
 
 /// What one batch of graph changes does to a fact: the text to embed, or its removal.
@@ -133,8 +154,13 @@ enum Op {
 
 pub struct FactVectors {
     encoder: Arc<SentenceEncoder>,
-    table: RwLock<Table>,
+    table: RwLock<Table<Key>>,
+    /// The entities' vectors, by id (the normalised name, which is what is embedded: it does
+    /// not change while the entity lives, whichever document's spelling is shown).
+    entities: RwLock<Table<String>>,
     store: VectorStore,
+    /// The entities' tree, in the same database (one position for both).
+    entity_store: VectorStore,
 }
 
 impl FactVectors {
@@ -143,15 +169,27 @@ impl FactVectors {
     pub fn open(encoder: Arc<SentenceEncoder>, dir: &std::path::Path, encoder_id: &str) -> Result<Self, VectorStoreError> {
         let dim = encoder.dim();
         let store = VectorStore::open(dir, "facts", encoder_id, dim)?;
+        // a store from before entity vectors has no such tree: opening it drops the position,
+        // so the topic is read again (facts unchanged are not embedded again)
+        let entity_store = store.sibling("entities")?;
         let mut table = Table::new(dim);
         store.load(|k, v| match decode_entry(k, v, dim) {
             Some((key, h, vector)) => {
-                table.put(key, h, &vector);
+                let kh = key_hash(&key.0, &key.1, &key.2);
+                table.put(key, kh, h, &vector);
                 true
             }
             None => false,
         })?;
-        Ok(FactVectors { encoder, table: RwLock::new(table), store })
+        let mut entities = Table::new(dim);
+        entity_store.load(|k, v| match (std::str::from_utf8(k), decode_value(v, dim)) {
+            (Ok(id), Some((h, vector))) => {
+                entities.put(id.to_string(), fnv1a(&[id]), h, &vector);
+                true
+            }
+            _ => false,
+        })?;
+        Ok(FactVectors { encoder, table: RwLock::new(table), entities: RwLock::new(entities), store, entity_store })
     }
 
     /// Facts with a vector.
@@ -165,17 +203,21 @@ impl FactVectors {
 
     /// The facts with a vector, as (subject id, relation, object id), sorted.
     pub fn facts(&self) -> Vec<(String, String, String)> {
-        let t = self.table.read().expect("fact vectors lock");
-        let mut v: Vec<Key> = t.keys.iter().flatten().cloned().collect();
-        v.sort();
-        v
+        self.table.read().expect("fact vectors lock").sorted_keys()
     }
 
-    /// Applies graph changes in order: asserted facts embedded (unless their text is the one
-    /// already embedded), retracted ones removed. Returns how many were embedded.
+    /// The entities with a vector, by id, sorted.
+    pub fn entities(&self) -> Vec<String> {
+        self.entities.read().expect("entity vectors lock").sorted_keys()
+    }
+
+    /// Applies graph changes in order: asserted facts and added entities embedded (unless their
+    /// text is the one already embedded), retracted facts and removed entities dropped. Returns
+    /// how many texts were embedded.
     pub fn apply(&self, changes: &[GraphChange]) -> Result<usize, StageFault> {
-        // the last word on each fact in the batch wins
+        // the last word on each fact and entity in the batch wins
         let mut ops: BTreeMap<Key, Op> = BTreeMap::new();
+        let mut ent_ops: BTreeMap<String, Op> = BTreeMap::new();
         for c in changes {
             for t in &c.retracted {
                 ops.insert((t.subject_id.clone(), t.relation.clone(), t.object_id.clone()), Op::Remove);
@@ -183,54 +225,68 @@ impl FactVectors {
             for t in &c.asserted {
                 ops.insert((t.subject_id.clone(), t.relation.clone(), t.object_id.clone()), Op::Put(fact_text(&t.subject, &t.relation, &t.object)));
             }
-        }
-        let (todo, gone): (Vec<(Key, String, u64)>, Vec<Key>) = {
-            let t = self.table.read().expect("fact vectors lock");
-            let mut todo = Vec::new();
-            let mut gone = Vec::new();
-            for (k, op) in ops {
-                let slot = t.find(&k.0, &k.1, &k.2);
-                match op {
-                    Op::Put(text) => {
-                        let h = fnv1a(&[&text]);
-                        if slot.map(|i| t.text_hash[i as usize]) != Some(h) {
-                            todo.push((k, text, h));
-                        }
-                    }
-                    Op::Remove if slot.is_some() => gone.push(k),
-                    Op::Remove => {}
-                }
+            for e in &c.entities_removed {
+                ent_ops.insert(e.id.clone(), Op::Remove);
             }
-            (todo, gone)
+            for e in &c.entities_added {
+                ent_ops.insert(e.id.clone(), Op::Put(e.id.clone()));
+            }
+        }
+        let (todo, gone) = {
+            let t = self.table.read().expect("fact vectors lock");
+            plan(ops, |k| fact_find(&t, &k.0, &k.1, &k.2).map(|i| t.text_hash[i as usize]))
         };
-        let refs: Vec<&str> = todo.iter().map(|(_, t, _)| t.as_str()).collect();
-        let vecs = if refs.is_empty() { Vec::new() } else { self.encoder.embed_vecs(&refs)? };
+        let (ent_todo, ent_gone) = {
+            let t = self.entities.read().expect("entity vectors lock");
+            plan(ent_ops, |id| entity_find(&t, id).map(|i| t.text_hash[i as usize]))
+        };
+        let refs: Vec<&str> = todo.iter().map(|(_, t, _)| t.as_str()).chain(ent_todo.iter().map(|(_, t, _)| t.as_str())).collect();
+        let mut vecs = if refs.is_empty() { Vec::new() } else { self.encoder.embed_vecs(&refs)? };
+        let ent_vecs = vecs.split_off(todo.len());
         let mut batch = sled::Batch::default();
         let mut t = self.table.write().expect("fact vectors lock");
         for k in &gone {
-            t.remove(&k.0, &k.1, &k.2);
+            t.remove(key_hash(&k.0, &k.1, &k.2), |x| x == k);
             batch.remove(store_key(k));
         }
         for ((k, _, h), v) in todo.iter().zip(&vecs) {
             batch.insert(store_key(k), encode_value(*h, v));
-            t.put(k.clone(), *h, v);
+            t.put(k.clone(), key_hash(&k.0, &k.1, &k.2), *h, v);
+        }
+        drop(t);
+        let mut ent_batch = sled::Batch::default();
+        let mut t = self.entities.write().expect("entity vectors lock");
+        for id in &ent_gone {
+            t.remove(fnv1a(&[id]), |x| x == id);
+            ent_batch.remove(id.as_bytes());
+        }
+        for ((id, _, h), v) in ent_todo.iter().zip(&ent_vecs) {
+            ent_batch.insert(id.as_bytes(), encode_value(*h, v));
+            t.put(id.clone(), fnv1a(&[id]), *h, v);
         }
         drop(t);
         self.store.apply(batch)?;
-        Ok(todo.len())
+        self.entity_store.apply(ent_batch)?;
+        Ok(todo.len() + ent_todo.len())
     }
 
     /// The cosine of the fact (subject id, relation, object id) to the embedded question `q`;
     /// None while it has no vector.
     pub fn cosine(&self, s: &str, r: &str, o: &str, q: &[f32]) -> Option<f32> {
         let t = self.table.read().expect("fact vectors lock");
-        t.find(s, r, o).map(|i| dot(t.vector(i), q))
+        fact_find(&t, s, r, o).map(|i| dot(t.vector(i), q))
     }
 
     /// The cosines of many facts at once (one lock), None for those without a vector.
     pub fn cosines<'a>(&self, facts: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>, q: &[f32]) -> Vec<Option<f32>> {
         let t = self.table.read().expect("fact vectors lock");
-        facts.into_iter().map(|(s, r, o)| t.find(s, r, o).map(|i| dot(t.vector(i), q))).collect()
+        facts.into_iter().map(|(s, r, o)| fact_find(&t, s, r, o).map(|i| dot(t.vector(i), q))).collect()
+    }
+
+    /// The cosine of the entity `id`'s name to `q`; None while it has no vector.
+    pub fn entity_cosine(&self, id: &str, q: &[f32]) -> Option<f32> {
+        let t = self.entities.read().expect("entity vectors lock");
+        entity_find(&t, id).map(|i| dot(t.vector(i), q))
     }
 
     /// Where the store stands in the graph-changes topic (partition -> next offset).
@@ -242,6 +298,27 @@ impl FactVectors {
     pub fn commit(&self, next: &BTreeMap<i32, i64>) -> Result<(), StageFault> {
         self.store.commit(next)
     }
+}
+
+/// What a batch's operations ask of a table: the (key, text, text hash) to embed (those whose
+/// text is not the one embedded already) and the keys to drop (those that have a vector).
+fn plan<K>(ops: BTreeMap<K, Op>, embedded: impl Fn(&K) -> Option<u64>) -> (Vec<(K, String, u64)>, Vec<K>) {
+    let mut todo = Vec::new();
+    let mut gone = Vec::new();
+    for (k, op) in ops {
+        let had = embedded(&k);
+        match op {
+            Op::Put(text) => {
+                let h = fnv1a(&[&text]);
+                if had != Some(h) {
+                    todo.push((k, text, h));
+                }
+            }
+            Op::Remove if had.is_some() => gone.push(k),
+            Op::Remove => {}
+        }
+    }
+    (todo, gone)
 }
 
 /// Keeps a [`FactVectors`] from the graph-changes topic. A record that does not decode is

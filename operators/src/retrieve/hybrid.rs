@@ -4,7 +4,9 @@
 //!    scores, each scaled to [0, 1] and weighted, are the passage prior.
 //! 2. **Names.** The longest word n-grams of the question that are entity ids link it to the
 //!    graph, each weighted by the share of the question's IDF its words carry (a name made of
-//!    common words says little) over its document frequency (and so does a hub).
+//!    common words says little) over its document frequency (and so does a hub). A capitalised
+//!    word outside them links, besides, the entity whose name holds it and whose stored name
+//!    vector is nearest the question (a name written short); weighted by how near.
 //! 3. **Facts.** The facts near what the question links (the linked entities' triples, and those
 //!    of the best prior passages) are matched against the question: the share of the question's
 //!    BM25 weight (IDF of its analysed terms) a fact's words carry. The best `facts` facts seed
@@ -61,6 +63,16 @@ pub struct HybridParams {
     pub names: bool,
     /// Restart weight of a linked name, before the division by its document frequency.
     pub name_weight: f64,
+    /// Restart weight of an entity linked by its name's embedding (among the names holding a
+    /// capitalised word of the question, the one whose stored vector is nearest the question's),
+    /// times the part of its cosine above `entity_dense_floor` over what lies above the floor;
+    /// its facts are matched too. A name the question writes shorter than the graph
+    /// ("Cerviño" for "Alberto Casado Cerviño") still links (0: off).
+    pub entity_dense: f64,
+    /// Most entities linked that way.
+    pub entity_dense_k: usize,
+    /// Cosine of an entity's name to the question below which it is not linked.
+    pub entity_dense_floor: f64,
     /// Facts whose ends seed the walk (0: fact matching off).
     pub facts: usize,
     /// Restart weight of a matched fact's ends, times its match score.
@@ -151,6 +163,9 @@ impl Default for HybridParams {
             dense: 1.0,
             names: true,
             name_weight: 1.0,
+            entity_dense: 1.0,
+            entity_dense_k: 5,
+            entity_dense_floor: 0.3,
             facts: 5,
             fact_weight: 1.0,
             fact_hops: 1,
@@ -198,6 +213,9 @@ impl HybridParams {
             "dense" => self.dense = num(key, value)?,
             "names" => self.names = value.parse().map_err(|_| format!("names: true or false, not {value}"))?,
             "name_weight" => self.name_weight = num(key, value)?,
+            "entity_dense" => self.entity_dense = num(key, value)?,
+            "entity_dense_k" => self.entity_dense_k = num(key, value)?,
+            "entity_dense_floor" => self.entity_dense_floor = num(key, value)?,
             "facts" => self.facts = num(key, value)?,
             "fact_weight" => self.fact_weight = num(key, value)?,
             "fact_hops" => self.fact_hops = num(key, value)?,
@@ -246,6 +264,7 @@ impl HybridParams {
             ("without BM25", with(&|p| p.bm25 = 0.0)),
             ("without dense", with(&|p| p.dense = 0.0)),
             ("without names", with(&|p| p.names = false)),
+            ("without entity embeddings", with(&|p| p.entity_dense = 0.0)),
             ("without facts", with(&|p| p.facts = 0)),
             ("without fact embeddings", with(&|p| p.fact_dense = 0.0)),
             ("without named pages", with(&|p| p.name_pages = 0.0)),
@@ -292,7 +311,8 @@ impl Hybrid {
     pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>, RetrieveError> {
         let p = &self.params;
         let qv = match &self.dense {
-            Some(d) if p.dense > 0.0 && !d.is_empty() => Some(d.embed_questions(&qs.iter().map(|q| q.0).collect::<Vec<_>>())?),
+            // the question's vector serves the passages, the facts and the entity names
+            Some(d) if (p.dense > 0.0 && !d.is_empty()) || (self.facts.is_some() && (p.fact_dense > 0.0 || p.entity_dense > 0.0)) => Some(d.embed_questions(&qs.iter().map(|q| q.0).collect::<Vec<_>>())?),
             _ => None,
         };
         let searcher = self.bm25.searcher();
@@ -306,6 +326,7 @@ impl Hybrid {
         let p = &self.params;
         let Prior { scores: prior, bm25: bm25_ranked, dense: dense_ranked } = self.prior(searcher, q, qv)?;
         let names = if p.names { link_names(g, q, p.max_ngram) } else { vec![] };
+        let near = self.dense_links(g, q, &names, qv);
         let terms = {
             let t = self.bm25.terms(q)?;
             let idf = self.bm25.idf(searcher, &t)?;
@@ -313,18 +334,20 @@ impl Hybrid {
             let total = idf.values().sum();
             Terms { idf, total }
         };
-        let facts = if p.facts > 0 { self.match_facts(g, &names, &prior, &terms, qv)? } else { vec![] };
+        let facts = if p.facts > 0 { self.match_facts(g, &names, &near, &prior, &terms, qv)? } else { vec![] };
 
         // the restart vector: entities (names, fact ends), then passages (the prior)
         let mut ent_reset: HashMap<&str, f64> = HashMap::default();
         let mut name_shares: Vec<(&str, f64)> = Vec::new();
-        for n in &names {
+        // the linked names, then those linked by their embeddings (weighted by how near)
+        let linked = names.iter().map(|n| (n, p.name_weight, 1.0)).chain(near.iter().map(|(id, w)| (id, p.entity_dense * w, *w)));
+        for (n, weight, sure) in linked {
             if let Some(e) = g.entity(n) {
                 // a name made of common words ("film", "place of birth") says little
                 let share = if terms.total > 0.0 { self.bm25.terms(e.name())?.iter().filter_map(|w| terms.idf.get(w)).sum::<f64>() / terms.total } else { 1.0 };
-                if share > 0.0 {
-                    *ent_reset.entry(e.id()).or_default() += p.name_weight * share / e.df().max(1) as f64;
-                    name_shares.push((e.id(), share));
+                if share > 0.0 && weight > 0.0 {
+                    *ent_reset.entry(e.id()).or_default() += weight * share / e.df().max(1) as f64;
+                    name_shares.push((e.id(), sure * share));
                 }
             }
         }
@@ -413,7 +436,7 @@ impl Hybrid {
             })
             .collect();
         let triples = evidence(g, &documents, &facts);
-        let mut seeds: Vec<String> = names.iter().map(|n| display_name(g, n)).collect();
+        let mut seeds: Vec<String> = names.iter().chain(near.iter().map(|(id, _)| id)).map(|n| display_name(g, n)).collect();
         for ((s, _, o), _) in &facts {
             for end in [s, o] {
                 let n = display_name(g, end);
@@ -423,6 +446,55 @@ impl Hybrid {
             }
         }
         Ok(Retrieved { seeds, documents, triples })
+    }
+
+    /// The entities linked by their names' embeddings, besides `names`: for each word the
+    /// question writes with a capital (any content word when it writes none) outside its linked
+    /// names of two words or more, among the entity names holding it (at most `max_df` of them)
+    /// the one whose vector is nearest the question's, when its cosine is above the floor.
+    /// Each with the part of its cosine above the floor, scaled to [0, 1]; the best
+    /// `entity_dense_k`.
+    fn dense_links(&self, g: &GraphState, q: &str, names: &[String], qv: Option<&[f32]>) -> Vec<(String, f64)> {
+        let p = &self.params;
+        let (Some(f), Some(qv)) = (&self.facts, qv) else { return vec![] };
+        if p.entity_dense <= 0.0 || p.entity_dense_k == 0 {
+            return vec![];
+        }
+        // a word inside a linked name of two words or more is that name's; one linked alone
+        // ("Summers") may be a longer name cut short ("Andy Summers")
+        let covered: HashSet<&str> = names.iter().filter(|n| crate::normalize::words(n).nth(1).is_some()).flat_map(|n| crate::normalize::words(n)).collect();
+        // a name is written with a capital; a question written without any may name anything
+        let capitalised = capitalised_words(q);
+        let norm = normalize(q);
+        let mut best: HashMap<&str, f64> = HashMap::default();
+        let mut seen: HashSet<&str> = HashSet::default();
+        for w in crate::normalize::words(&norm) {
+            if covered.contains(w) || (!capitalised.is_empty() && !capitalised.contains(w)) || super::seeds::QUESTION_STOP.contains(&w) || !seen.insert(w) {
+                continue;
+            }
+            let cands = g.entities_with_word(w);
+            if cands.is_empty() || cands.len() > p.max_df {
+                continue;
+            }
+            let top = cands
+                .iter()
+                .filter(|id| !names.iter().any(|n| n == *id))
+                .filter_map(|id| f.entity_cosine(id, qv).map(|c| (*id, c as f64)))
+                .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0)));
+            if let Some((id, c)) = top.filter(|(_, c)| *c > p.entity_dense_floor) {
+                let e = best.entry(id).or_default();
+                *e = e.max(c);
+            }
+        }
+        let span = (1.0 - p.entity_dense_floor).max(1e-9);
+        let mut out: Vec<(String, f64)> = best
+            .into_iter()
+            .filter(|(id, _)| g.entity(id).is_some_and(|e| e.df() <= p.max_df))
+            .map(|(id, c)| (id.to_string(), (c - p.entity_dense_floor) / span))
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(p.entity_dense_k);
+        out
     }
 
     /// BM25 and dense candidates, each scaled to [0, 1] (BM25 by its best score, dense from its
@@ -441,7 +513,7 @@ impl Hybrid {
                 }
             }
         }
-        if let (Some(d), Some(qv)) = (&self.dense, qv) {
+        if let (Some(d), Some(qv), true) = (&self.dense, qv, p.dense > 0.0) {
             let hits = d.nearest(qv, p.candidates);
             if let (Some(hi), Some(lo)) = (hits.first().map(|h| h.score), hits.last().map(|h| h.score)) {
                 let span = (hi - lo).max(1e-9);
@@ -460,13 +532,14 @@ impl Hybrid {
         &self,
         g: &'g GraphState,
         names: &[String],
+        near: &[(String, f64)],
         prior: &HashMap<String, f64>,
         terms: &Terms,
         qv: Option<&[f32]>,
     ) -> Result<Vec<((&'g str, &'g str, &'g str), f64)>, RetrieveError> {
         let p = &self.params;
         let mut cands: HashSet<(&str, &str, &str)> = HashSet::default();
-        for n in names {
+        for n in names.iter().chain(near.iter().map(|(id, _)| id)) {
             if g.entity(n).is_some_and(|e| e.df() <= p.max_df) {
                 cands.extend(g.incident(n));
             }

@@ -8,7 +8,7 @@ use crate::graph::GraphState;
 use crate::normalize::{normalize, words};
 
 /// Words that never seed a query on their own.
-const QUESTION_STOP: &[&str] = &[
+pub(super) const QUESTION_STOP: &[&str] = &[
     "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is", "was", "are",
     "were", "be", "been", "who", "whom", "whose", "what", "which", "when", "where", "why", "how", "did", "does",
     "do", "has", "have", "had", "that", "this", "these", "those", "it", "its", "he", "she", "his", "her", "they",
