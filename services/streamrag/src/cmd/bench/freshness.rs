@@ -114,7 +114,7 @@ pub async fn run(a: BenchFreshnessArgs, file: FileConfig) -> Result<()> {
         quantile(&mut s, 1.0) * 1e3
     );
     println!(
-        "  indexes of the {} retriever (BM25, passage and fact embeddings) complete {indexed_s:.1} s after the warm-up, {:.1} s after the graph",
+        "  indexes of the {} retriever (BM25, passage, fact and entity-name embeddings) complete {indexed_s:.1} s after the warm-up, {:.1} s after the graph",
         node.retriever.as_ref().map(|r| r.name()).unwrap_or("no"),
         indexed_s - total_s
     );
