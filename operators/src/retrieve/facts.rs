@@ -40,9 +40,35 @@ fn key_hash(s: &str, r: &str, o: &str) -> u64 {
     fnv1a(&[s, r, o])
 }
 
+/// What a table is keyed by: a fact (its three parts) or an entity (its id).
+trait VectorKey: Clone + Ord {
+    /// The hash a lookup by parts computes too (a fact's over its three parts, so a lookup needs
+    /// no key built).
+    fn hash(&self) -> u64;
+    /// The key in the sled tree.
+    fn store_key(&self) -> Vec<u8>;
+}
+
+impl VectorKey for Key {
+    fn hash(&self) -> u64 {
+        key_hash(&self.0, &self.1, &self.2)
+    }
+    fn store_key(&self) -> Vec<u8> {
+        serde_json::to_vec(&[&self.0, &self.1, &self.2]).expect("strings serialise")
+    }
+}
+
+impl VectorKey for String {
+    fn hash(&self) -> u64 {
+        fnv1a(&[self])
+    }
+    fn store_key(&self) -> Vec<u8> {
+        self.as_bytes().to_vec()
+    }
+}
+
 /// The vectors, one slot each in one arena (a scan over all of them reads memory in order),
-/// found by a hash of their key (the caller's: a fact's is over its three parts, so a lookup
-/// needs no key built).
+/// found by their key's hash.
 struct Table<K> {
     dim: usize,
     /// key hash -> slots with that hash (nearly always one)
@@ -54,7 +80,7 @@ struct Table<K> {
     live: usize,
 }
 
-impl<K: Clone + Ord> Table<K> {
+impl<K: VectorKey> Table<K> {
     fn new(dim: usize) -> Self {
         Table { dim, slot_of: HashMap::new(), keys: Vec::new(), text_hash: Vec::new(), arena: Vec::new(), free: Vec::new(), live: 0 }
     }
@@ -68,7 +94,8 @@ impl<K: Clone + Ord> Table<K> {
         &self.arena[slot as usize * self.dim..(slot as usize + 1) * self.dim]
     }
 
-    fn put(&mut self, key: K, h: u64, text_hash: u64, v: &[f32]) {
+    fn put(&mut self, key: K, text_hash: u64, v: &[f32]) {
+        let h = key.hash();
         let i = match self.find(h, |k| *k == key) {
             Some(i) => i,
             None => {
@@ -89,8 +116,9 @@ impl<K: Clone + Ord> Table<K> {
         self.arena[i as usize * d..(i as usize + 1) * d].copy_from_slice(v);
     }
 
-    fn remove(&mut self, h: u64, is: impl Fn(&K) -> bool) -> bool {
-        let Some(i) = self.find(h, is) else { return false };
+    fn remove(&mut self, key: &K) -> bool {
+        let h = key.hash();
+        let Some(i) = self.find(h, |k| k == key) else { return false };
         if let Some(v) = self.slot_of.get_mut(&h) {
             v.retain(|&j| j != i);
             if v.is_empty() {
@@ -101,6 +129,21 @@ impl<K: Clone + Ord> Table<K> {
         self.free.push(i);
         self.live -= 1;
         true
+    }
+
+    /// Drops `gone`, puts `todo` with their vectors (in order); the same as a sled batch for
+    /// the table's tree.
+    fn write(&mut self, gone: &[K], todo: &[(K, String, u64)], vecs: &[Vec<f32>]) -> sled::Batch {
+        let mut batch = sled::Batch::default();
+        for k in gone {
+            self.remove(k);
+            batch.remove(k.store_key());
+        }
+        for ((k, _, h), v) in todo.iter().zip(vecs) {
+            batch.insert(k.store_key(), encode_value(*h, v));
+            self.put(k.clone(), *h, v);
+        }
+        batch
     }
 
     fn sorted_keys(&self) -> Vec<K> {
@@ -116,10 +159,6 @@ fn fact_find(t: &Table<Key>, s: &str, r: &str, o: &str) -> Option<u32> {
 
 fn entity_find(t: &Table<String>, id: &str) -> Option<u32> {
     t.find(fnv1a(&[id]), |k| k == id)
-}
-
-fn store_key(k: &Key) -> Vec<u8> {
-    serde_json::to_vec(&[&k.0, &k.1, &k.2]).expect("strings serialise")
 }
 
 fn encode_value(text_hash: u64, v: &[f32]) -> Vec<u8> {
@@ -175,8 +214,7 @@ impl FactVectors {
         let mut table = Table::new(dim);
         store.load(|k, v| match decode_entry(k, v, dim) {
             Some((key, h, vector)) => {
-                let kh = key_hash(&key.0, &key.1, &key.2);
-                table.put(key, kh, h, &vector);
+                table.put(key, h, &vector);
                 true
             }
             None => false,
@@ -184,7 +222,7 @@ impl FactVectors {
         let mut entities = Table::new(dim);
         entity_store.load(|k, v| match (std::str::from_utf8(k), decode_value(v, dim)) {
             (Ok(id), Some((h, vector))) => {
-                entities.put(id.to_string(), fnv1a(&[id]), h, &vector);
+                entities.put(id.to_string(), h, &vector);
                 true
             }
             _ => false,
@@ -243,28 +281,8 @@ impl FactVectors {
         let refs: Vec<&str> = todo.iter().map(|(_, t, _)| t.as_str()).chain(ent_todo.iter().map(|(_, t, _)| t.as_str())).collect();
         let mut vecs = if refs.is_empty() { Vec::new() } else { self.encoder.embed_vecs(&refs)? };
         let ent_vecs = vecs.split_off(todo.len());
-        let mut batch = sled::Batch::default();
-        let mut t = self.table.write().expect("fact vectors lock");
-        for k in &gone {
-            t.remove(key_hash(&k.0, &k.1, &k.2), |x| x == k);
-            batch.remove(store_key(k));
-        }
-        for ((k, _, h), v) in todo.iter().zip(&vecs) {
-            batch.insert(store_key(k), encode_value(*h, v));
-            t.put(k.clone(), key_hash(&k.0, &k.1, &k.2), *h, v);
-        }
-        drop(t);
-        let mut ent_batch = sled::Batch::default();
-        let mut t = self.entities.write().expect("entity vectors lock");
-        for id in &ent_gone {
-            t.remove(fnv1a(&[id]), |x| x == id);
-            ent_batch.remove(id.as_bytes());
-        }
-        for ((id, _, h), v) in ent_todo.iter().zip(&ent_vecs) {
-            ent_batch.insert(id.as_bytes(), encode_value(*h, v));
-            t.put(id.clone(), fnv1a(&[id]), *h, v);
-        }
-        drop(t);
+        let batch = self.table.write().expect("fact vectors lock").write(&gone, &todo, &vecs);
+        let ent_batch = self.entities.write().expect("entity vectors lock").write(&ent_gone, &ent_todo, &ent_vecs);
         self.store.apply(batch)?;
         self.entity_store.apply(ent_batch)?;
         Ok(todo.len() + ent_todo.len())

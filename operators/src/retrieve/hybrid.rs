@@ -326,7 +326,9 @@ impl Hybrid {
         let p = &self.params;
         let Prior { scores: prior, bm25: bm25_ranked, dense: dense_ranked } = self.prior(searcher, q, qv)?;
         let names = if p.names { link_names(g, q, p.max_ngram) } else { vec![] };
-        let near = self.dense_links(g, q, &names, qv);
+        // the words the question writes with a capital: proper names, not concepts
+        let capitalised = capitalised_words(q);
+        let near = self.dense_links(g, q, &capitalised, &names, qv);
         let terms = {
             let t = self.bm25.terms(q)?;
             let idf = self.bm25.idf(searcher, &t)?;
@@ -381,8 +383,6 @@ impl Hybrid {
             prior.clone()
         };
         if p.name_pages > 0.0 {
-            // the names the question writes with a capital: proper names, not concepts
-            let capitalised = capitalised_words(q);
             let proper: Vec<(&str, f64)> = name_shares.into_iter().filter(|(id, _)| crate::normalize::words(id).any(|w| capitalised.contains(w))).collect();
             if proper.len() >= p.name_pages_min {
                 for (d, bonus) in name_pages(g, &proper, p.max_df) {
@@ -454,7 +454,7 @@ impl Hybrid {
     /// the one whose vector is nearest the question's, when its cosine is above the floor.
     /// Each with the part of its cosine above the floor, scaled to [0, 1]; the best
     /// `entity_dense_k`.
-    fn dense_links(&self, g: &GraphState, q: &str, names: &[String], qv: Option<&[f32]>) -> Vec<(String, f64)> {
+    fn dense_links(&self, g: &GraphState, q: &str, capitalised: &HashSet<String>, names: &[String], qv: Option<&[f32]>) -> Vec<(String, f64)> {
         let p = &self.params;
         let (Some(f), Some(qv)) = (&self.facts, qv) else { return vec![] };
         if p.entity_dense <= 0.0 || p.entity_dense_k == 0 {
@@ -464,7 +464,6 @@ impl Hybrid {
         // ("Summers") may be a longer name cut short ("Andy Summers")
         let covered: HashSet<&str> = names.iter().filter(|n| crate::normalize::words(n).nth(1).is_some()).flat_map(|n| crate::normalize::words(n)).collect();
         // a name is written with a capital; a question written without any may name anything
-        let capitalised = capitalised_words(q);
         let norm = normalize(q);
         let mut best: HashMap<&str, f64> = HashMap::default();
         let mut seen: HashSet<&str> = HashSet::default();
