@@ -94,6 +94,72 @@ fn stream_in(brokers: &str, docs: &[streamrag_schemas::Document], chunk: usize, 
     })
 }
 
+/// `ingest --brokers` whose topic creation the broker's connection drops (the broker went down
+/// with the request in flight: a transport failure, not a refusal) waits for the broker and
+/// tries again instead of failing: every document reaches the docs topic, once.
+#[test]
+fn an_ingest_whose_topic_creation_is_cut_off_tries_again() {
+    let (bport, pport) = (free_port(), free_port());
+    let _broker = spawn_tansu(bport, pport, "memory://tansu/", &[]);
+    let proxy = Proxy::start(pport, bport);
+    proxy.cut_create_topics(3);
+    let brokers = format!("127.0.0.1:{pport}");
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, _) = corpus();
+    let file = dir.path().join("docs.jsonl");
+    write_jsonl(&file, &docs[..20]);
+    streamrag(&["ingest", "--brokers", &brokers, file.to_str().unwrap()]);
+    assert_eq!(proxy.cut(), 3, "the broker's connection was cut at each of the first three topic creations");
+    let (n, keys) = topic_keys(&brokers, "streamrag.docs");
+    assert_eq!(n, 20, "each document once");
+    assert!(docs[..20].iter().all(|d| keys.contains(&d.id)), "{keys:?}");
+}
+
+/// Waits (180 s at most) until the node at `addr` holds every one of `docs`; if it does not,
+/// fails saying where the missing documents stopped: which of the pipeline's topics, read back
+/// from the start, lack a record of them (the broker lost it, or a stage did not pass it on).
+fn wait_all_documents(addr: &str, brokers: &str, docs: &[streamrag_schemas::Document]) -> streamrag_operators::graph::GraphStats {
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let s = stats(addr);
+        if s.documents >= docs.len() {
+            return s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let held: Vec<String> = ["streamrag.docs", "streamrag.triples", "streamrag.graph-deltas"]
+                .iter()
+                .map(|t| {
+                    let (n, keys) = topic_keys(brokers, t);
+                    let missing: Vec<&str> = docs.iter().map(|d| d.id.as_str()).filter(|id| !keys.contains(*id)).collect();
+                    format!("{t}: {n} records, {} keys, documents without a record: {missing:?}", keys.len())
+                })
+                .collect();
+            panic!("the graph did not reach {} documents in 180 s: {s:?}\n{}", docs.len(), held.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every record of `topic` read back from the beginning by a reader outside any group: how
+/// many, and their distinct keys.
+fn topic_keys(brokers: &str, topic: &str) -> (usize, std::collections::BTreeSet<String>) {
+    rt().block_on(async {
+        let t = KafkaTransport::connect(KafkaConfig::new(brokers)).unwrap();
+        let ends = t.end_offsets(topic).await.unwrap();
+        let total: i64 = ends.values().sum();
+        let mut sub = t.assign(topic, &Default::default()).await.unwrap();
+        let (mut n, mut keys) = (0usize, std::collections::BTreeSet::new());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while (n as i64) < total && tokio::time::Instant::now() < deadline {
+            for r in sub.next_batch(500, Duration::from_secs(2)).await.unwrap() {
+                n += 1;
+                keys.insert(String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned());
+            }
+        }
+        (n, keys)
+    })
+}
+
 /// The query stage's retriever in the fault tests (see the module notes).
 const FAULT_RETRIEVER: [&str; 2] = ["--retriever", "ppr"];
 
@@ -190,6 +256,39 @@ fn stages_sigkilled_at_random_points_lose_nothing() {
 struct Proxy {
     down: std::sync::Arc<std::sync::atomic::AtomicBool>,
     conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+    /// CreateTopics requests still to cut off (the connection closed, no answer), and how many were.
+    cuts: std::sync::Arc<(std::sync::atomic::AtomicUsize, std::sync::atomic::AtomicUsize)>,
+}
+
+/// Kafka's API key of CreateTopics.
+const CREATE_TOPICS: i16 = 19;
+
+/// Copies Kafka requests from `from` to `to` frame by frame (a 4-byte size, then the request,
+/// whose first two bytes are its API key); a CreateTopics request while `cuts` has some left
+/// closes both ends instead.
+fn copy_requests(mut from: std::net::TcpStream, mut to: std::net::TcpStream, cuts: &(std::sync::atomic::AtomicUsize, std::sync::atomic::AtomicUsize)) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering::SeqCst;
+    loop {
+        let mut size = [0u8; 4];
+        if from.read_exact(&mut size).is_err() {
+            break;
+        }
+        let mut body = vec![0u8; u32::from_be_bytes(size) as usize];
+        if from.read_exact(&mut body).is_err() {
+            break;
+        }
+        let key = i16::from_be_bytes([body[0], body[1]]);
+        if key == CREATE_TOPICS && cuts.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
+            cuts.1.fetch_add(1, SeqCst);
+            break;
+        }
+        if to.write_all(&size).and_then(|_| to.write_all(&body)).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
 }
 
 impl Proxy {
@@ -198,7 +297,8 @@ impl Proxy {
         let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::<TcpStream>::new()));
         let l = TcpListener::bind(("127.0.0.1", listen)).unwrap();
-        let (d, c) = (down.clone(), conns.clone());
+        let cuts = std::sync::Arc::new((std::sync::atomic::AtomicUsize::new(0), std::sync::atomic::AtomicUsize::new(0)));
+        let (d, c, k) = (down.clone(), conns.clone(), cuts.clone());
         std::thread::spawn(move || {
             for client in l.incoming().flatten() {
                 if d.load(std::sync::atomic::Ordering::SeqCst) {
@@ -208,15 +308,26 @@ impl Proxy {
                 let mut g = c.lock().unwrap();
                 g.push(client.try_clone().unwrap());
                 g.push(server.try_clone().unwrap());
-                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(std::net::Shutdown::Both);
-                    });
-                }
+                let (requests, k) = ((client.try_clone().unwrap(), server.try_clone().unwrap()), k.clone());
+                std::thread::spawn(move || copy_requests(requests.0, requests.1, &k));
+                let (mut from, mut to) = (server, client);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
             }
         });
-        Proxy { down, conns }
+        Proxy { down, conns, cuts }
+    }
+
+    /// The next `n` CreateTopics requests are cut off: their connection closes unanswered.
+    fn cut_create_topics(&self, n: usize) {
+        self.cuts.0.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many requests were cut off.
+    fn cut(&self) -> usize {
+        self.cuts.1.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn down(&self) {
@@ -253,7 +364,7 @@ fn a_broker_outage_mid_stream_loses_nothing() {
     assert!(blocking_get(&format!("http://{addr}/health")).is_ok(), "the process stays up during the outage");
     proxy.up();
     feeder.join().unwrap();
-    let got = wait_stats(&addr, Duration::from_secs(180), |s| s.documents >= docs.len());
+    let got = wait_all_documents(&addr, &brokers, &docs);
     eprintln!("broker outage: {before} of 200 documents queryable when it began; all {} after", got.documents);
     assert!(before < docs.len(), "the outage began mid-stream ({before} documents already in)");
     assert_same_graph(&got, &want);
@@ -313,7 +424,7 @@ fn a_broker_restart_mid_stream_loses_nothing() {
     assert!(blocking_get(&format!("http://{addr}/health")).is_ok(), "the process stays up while the broker is down");
     let _broker = durable_broker(&s3, port);
     feeder.join().unwrap();
-    let got = wait_stats(&addr, Duration::from_secs(180), |s| s.documents >= docs.len());
+    let got = wait_all_documents(&addr, &brokers, &docs);
     eprintln!("broker restart: {before} of 200 documents queryable when it was killed; all {} after", got.documents);
     assert!(before < docs.len(), "the restart came mid-stream ({before} documents already in)");
     assert_same_graph(&got, &want);

@@ -51,6 +51,26 @@ impl KafkaConfig {
     }
 }
 
+/// How long a client waits for an unreachable cluster when it connects (the producer's
+/// `message.timeout.ms` is the same).
+const CONNECT_WAIT: Duration = Duration::from_secs(120);
+
+/// Errors that say the cluster could not be reached, or not yet answer: waited out.
+fn unreachable(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::BrokerNotAvailable
+            | RDKafkaErrorCode::NotController
+            | RDKafkaErrorCode::LeaderNotAvailable
+            | RDKafkaErrorCode::NetworkException
+            | RDKafkaErrorCode::CoordinatorNotAvailable
+    )
+}
+
 /// A producer shared by all stages of a process, plus what it takes to make consumers.
 #[derive(Clone)]
 pub struct KafkaTransport {
@@ -66,7 +86,9 @@ impl KafkaTransport {
         Ok(KafkaTransport { config: Arc::new(config), producer })
     }
 
-    /// Creates the topics that do not exist yet.
+    /// Creates the topics that do not exist yet. A cluster that cannot be reached (not started
+    /// yet, restarting) is waited for, as the producer waits for it, up to `CONNECT_WAIT`;
+    /// a refusal (authorisation, a bad setting) is an error at once.
     pub async fn ensure_topics(&self, topics: &[&str]) -> Result<(), TransportError> {
         let admin: AdminClient<DefaultClientContext> = self.config.client(&[]).create()?;
         let new: Vec<NewTopic> = topics
@@ -74,15 +96,35 @@ impl KafkaTransport {
             .map(|t| NewTopic::new(t, self.config.partitions, TopicReplication::Fixed(self.config.replication)))
             .collect();
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        for result in admin.create_topics(new.iter(), &opts).await? {
-            match result {
-                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((topic, code)) => {
-                    return Err(TransportError::Other(format!("cannot create topic {topic}: {code}")))
+        let deadline = tokio::time::Instant::now() + CONNECT_WAIT;
+        let mut warned = false;
+        loop {
+            let code = match admin.create_topics(new.iter(), &opts).await {
+                Ok(results) => {
+                    let failed = results.into_iter().find_map(|r| match r {
+                        Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => None,
+                        Err(e) => Some(e),
+                    });
+                    match failed {
+                        None => return Ok(()),
+                        Some((topic, code)) if !unreachable(code) => {
+                            return Err(TransportError::Other(format!("cannot create topic {topic}: {code}")))
+                        }
+                        Some((_, code)) => code,
+                    }
                 }
+                Err(KafkaError::AdminOp(code)) if unreachable(code) => code,
+                Err(e) => return Err(e.into()),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(TransportError::Other(format!("the Kafka cluster at {} was not reachable for {} s: {code}", self.config.brokers, CONNECT_WAIT.as_secs())));
             }
+            if !warned {
+                warned = true;
+                tracing::warn!(brokers = %self.config.brokers, error = %code, "Kafka unreachable; waiting for it before creating the topics");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        Ok(())
     }
 
     /// Enqueues every record first (so librdkafka can batch them), in order, then waits for
