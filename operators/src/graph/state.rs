@@ -102,6 +102,8 @@ struct Entity {
 struct Doc {
     id: Arc<str>,
     title: Box<str>,
+    /// The title normalised as entity ids are (kept: retrieval compares it per passage).
+    title_key: Box<str>,
     /// Sorted by entity index.
     entities: Vec<(Ix, Box<str>)>,
     /// Sorted.
@@ -218,6 +220,14 @@ impl<'g> EntityView<'g> {
     pub fn neighbour_slots(&self) -> impl Iterator<Item = (u32, u32)> + 'g {
         self.e().adj.iter().map(|(n, c)| (*n, *c))
     }
+    /// How many neighbours it has.
+    pub fn neighbour_count(&self) -> usize {
+        self.e().adj.len()
+    }
+    /// The number of live triples between it and the entity in `slot` (None: not neighbours).
+    pub fn triples_with(&self, slot: u32) -> Option<u32> {
+        self.e().adj.get(&slot).copied()
+    }
     /// The slots of the documents that mention it.
     pub fn doc_slots(&self) -> &'g [u32] {
         &self.e().docs
@@ -240,6 +250,11 @@ impl<'g> DocView<'g> {
     }
     pub fn title(&self) -> &'g str {
         &self.d().title
+    }
+    /// Its title normalised as entity ids are: the id of the entity the page is about, when
+    /// the graph holds one.
+    pub fn title_key(&self) -> &'g str {
+        &self.d().title_key
     }
     /// Its slot (see [`GraphState::doc_at`]).
     pub fn slot(&self) -> u32 {
@@ -390,7 +405,7 @@ impl GraphState {
             (Some(i), _) => i,
             (None, Some(e)) => {
                 let id: Arc<str> = Arc::from(doc_id);
-                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), entities: vec![], triples: vec![] })
+                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), title_key: normalize(&e.title).into(), entities: vec![], triples: vec![] })
             }
             (None, None) => unreachable!("handled above"),
         };
@@ -425,6 +440,7 @@ impl GraphState {
             let doc = self.docs.at_mut(d);
             if let Some(e) = &entry {
                 doc.title = e.title.clone().into();
+                doc.title_key = normalize(&e.title).into();
             }
             (std::mem::replace(&mut doc.entities, new_ents.clone()), std::mem::replace(&mut doc.triples, new_triples.clone()))
         };

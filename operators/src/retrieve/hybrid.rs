@@ -669,7 +669,7 @@ fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize) -> V
     let mut out = Vec::new();
     for (id, share) in shares {
         let Some(e) = g.entity(id).filter(|e| e.df() <= max_df) else { continue };
-        let own: Vec<&str> = e.docs().filter(|d| g.doc(d).is_some_and(|v| normalize(v.title()) == e.id())).collect();
+        let own: Vec<&str> = e.docs().filter(|d| g.doc(d).is_some_and(|v| v.title_key() == e.id())).collect();
         for d in &own {
             out.push((*d, share / best / own.len() as f64));
         }
@@ -770,18 +770,10 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
     let ne = ents.len();
     let n = ne + docs.len();
     // edges (from, to, weight), both ways for a passage's
-    let mut edges: Vec<(u32, u32, f64)> = Vec::new();
-    for (i, e) in ents.iter().enumerate() {
-        for (v, c) in e.neighbour_slots() {
-            let j = ent_node[v as usize];
-            if j != NONE && j as usize != i {
-                edges.push((i as u32, j, c as f64));
-            }
-        }
-    }
+    let mut edges = entity_edges(&ents, &ent_node, ents.len());
     for (j, d) in docs.iter().enumerate() {
         let dn = (ne + j) as u32;
-        let subject = g.entity(&normalize(d.title())).map(|e| e.slot());
+        let subject = g.entity(d.title_key()).map(|e| e.slot());
         let mut linked = false;
         for e in d.entity_slots() {
             let i = ent_node[e as usize];
@@ -821,6 +813,31 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
     }
     let rank = pagerank(&Csr::new(n, &edges), &restart, p.damping, p.iterations);
     Walked { docs: docs.iter().enumerate().filter(|(j, _)| rank[ne + j] > 0.0).map(|(j, d)| (d.id().to_string(), rank[ne + j])).collect() }
+}
+
+/// The edges between the walk's entities `ents` (`ent_node`: a graph slot's node, or
+/// `u32::MAX`), weighted by their triples. An entity with more than `hub_above` neighbours (a
+/// hub the prior's passages brought in) is asked about each of `ents` instead of going through
+/// all its neighbours: the same edges, in the order of `ents`.
+pub(super) fn entity_edges(ents: &[EntityView<'_>], ent_node: &[u32], hub_above: usize) -> Vec<(u32, u32, f64)> {
+    let mut edges = Vec::new();
+    for (i, e) in ents.iter().enumerate() {
+        if e.neighbour_count() > hub_above {
+            for (j, v) in ents.iter().enumerate() {
+                if let Some(c) = e.triples_with(v.slot()).filter(|_| j != i) {
+                    edges.push((i as u32, j as u32, c as f64));
+                }
+            }
+            continue;
+        }
+        for (v, c) in e.neighbour_slots() {
+            let j = ent_node[v as usize];
+            if j != u32::MAX && j as usize != i {
+                edges.push((i as u32, j, c as f64));
+            }
+        }
+    }
+    edges
 }
 
 /// A walk's edges grouped by source, each weighted by its share of the source's out-weight.

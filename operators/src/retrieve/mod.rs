@@ -291,6 +291,28 @@ mod tests {
     }
 
     #[test]
+    fn a_hub_asked_about_each_walk_entity_gives_the_edges_its_neighbours_give() {
+        let g = corpus();
+        // the walk: every entity but one, so a neighbour outside it must be left out both ways
+        let mut ents: Vec<_> = g.entities().collect();
+        ents.sort_by_key(|e| e.id());
+        let left_out = ents.iter().position(|e| e.id() == "ukraine").expect("ukraine");
+        ents.remove(left_out);
+        let mut node = vec![u32::MAX; g.entity_slot_count()];
+        for (i, e) in ents.iter().enumerate() {
+            node[e.slot() as usize] = i as u32;
+        }
+        let sorted = |mut v: Vec<(u32, u32, f64)>| {
+            v.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            v
+        };
+        let walked = sorted(super::hybrid::entity_edges(&ents, &node, usize::MAX));
+        let asked = sorted(super::hybrid::entity_edges(&ents, &node, 0));
+        assert!(walked.len() >= 4, "{walked:?}");
+        assert_eq!(walked, asked);
+    }
+
+    #[test]
     fn seeds_prefer_the_longest_match() {
         let g = corpus();
         assert_eq!(seeds(&g, "Where was the director of Night Train born?", 10), vec!["night train"]);
