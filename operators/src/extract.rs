@@ -29,7 +29,18 @@ const LEADING_STOP: &[&str] = &[
 ];
 
 /// Lower-case words allowed inside a name ("Bank of England", "Ludwig van Beethoven").
-const NAME_CONNECTORS: &[&str] = &["of", "the", "de", "da", "del", "della", "di", "du", "van", "von", "der", "den", "la", "le", "y", "bin", "al"];
+const NAME_CONNECTORS: &[&str] = &[
+    "of", "the", "de", "da", "del", "della", "di", "du", "dos", "das", "van", "von", "der", "den", "ter", "ten", "zu", "la", "le", "y", "bin", "ibn", "al",
+];
+
+/// Titles of rank that make "X, Duke of Y" or "Frederick I, Holy Roman Emperor" one name: the
+/// comma inside a styled name, not a list ("Paris, France").
+const STYLED_TITLES: &[&str] = &[
+    "duke", "duchess", "archduke", "archduchess", "grand", "king", "queen", "prince", "princess", "emperor", "empress", "count",
+    "countess", "earl", "baron", "baroness", "marquess", "marquis", "marchioness", "margrave", "margravine", "viscount",
+    "viscountess", "elector", "electress", "landgrave", "lord", "lady", "sultan", "shah", "tsar", "czar", "pope", "bishop",
+    "archbishop", "cardinal",
+];
 
 /// Abbreviations after which a full stop does not end a sentence.
 const ABBREVIATIONS: &[&str] = &["mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "mt", "no", "vs", "inc", "ltd", "co", "corp", "gen", "col", "lt", "sgt", "rev", "fr", "ft", "vol", "pp", "ca", "approx", "e.g", "i.e", "etc"];
@@ -83,9 +94,11 @@ fn tokenize(s: &str) -> Vec<Tok<'_>> {
                     break;
                 }
             }
-            // keep the dot of a trailing initial or abbreviation like "U.S."
+            // keep the dot of a trailing initial or abbreviation like "U.S.", and of a middle
+            // initial ("Robert A. Stemmle"): the name goes on past it
             let mut end = if j < chars.len() { chars[j].0 } else { s.len() };
-            if j < chars.len() && chars[j].1 == '.' && s[start..end].contains('.') {
+            let initial = j == i + 1 && c.is_uppercase();
+            if j < chars.len() && chars[j].1 == '.' && (s[start..end].contains('.') || initial) {
                 end = chars[j].0 + 1;
                 j += 1;
             }
@@ -169,12 +182,20 @@ struct Span {
     kind: &'static str,
 }
 
-/// Finds mention spans in one tokenized sentence, left to right, non-overlapping.
-fn mention_spans(toks: &[Tok<'_>]) -> Vec<Span> {
+/// Finds mention spans in one tokenized sentence, left to right, non-overlapping. `title`: the
+/// document's title, tokenized; written out whole in the sentence it is one mention, whatever its
+/// words ("Emil und die Detektive", "Albert III, Duke of Bavaria").
+fn mention_spans(toks: &[Tok<'_>], title: &[Tok<'_>]) -> Vec<Span> {
     let mut spans = Vec::new();
     let mut i = 0;
     let word = |k: usize| toks.get(k).filter(|t| t.kind == TokKind::Word).map(|t| t.text);
+    let title_at = |k: usize| title.len() >= 2 && toks.get(k..k + title.len()).is_some_and(|w| w.iter().zip(title).all(|(a, b)| a.text == b.text));
     while i < toks.len() {
+        if title_at(i) {
+            spans.push(Span { start: i, end: i + title.len(), kind: "name" });
+            i += title.len();
+            continue;
+        }
         let Some(w) = word(i) else {
             i += 1;
             continue;
@@ -214,12 +235,13 @@ fn mention_spans(toks: &[Tok<'_>]) -> Vec<Span> {
                 i = s;
                 continue;
             }
-            let mut e = i + 1;
-            loop {
-                match word(e) {
-                    Some(x) if is_capitalised(x) && !month(x) => e += 1,
-                    Some(x) if NAME_CONNECTORS.contains(&x) && word(e + 1).map(|y| is_capitalised(y) && !month(y)).unwrap_or(false) => e += 2,
-                    _ => break,
+            let mut e = name_end(toks, i + 1);
+            // "Albert III, Duke of Bavaria": a comma, then a run of capitalised words holding a
+            // title of rank, is the same name
+            if toks.get(e).is_some_and(|t| t.text == ",") && word(e + 1).is_some_and(|x| is_capitalised(x) && !month(x)) {
+                let styled = name_end(toks, e + 2);
+                if toks[e + 1..styled].iter().any(|t| STYLED_TITLES.contains(&t.text.to_lowercase().as_str())) {
+                    e = styled;
                 }
             }
             spans.push(Span { start: i, end: e, kind: "name" });
@@ -231,6 +253,27 @@ fn mention_spans(toks: &[Tok<'_>]) -> Vec<Span> {
     spans
 }
 
+/// Where a name that goes on at token `e` ends: capitalised words, lower-case connectors
+/// between two of them ("Bank of England"); a function word after an initial starts a new
+/// sentence instead ("... Class A. The next").
+fn name_end(toks: &[Tok<'_>], mut e: usize) -> usize {
+    let word = |k: usize| toks.get(k).filter(|t| t.kind == TokKind::Word).map(|t| t.text);
+    loop {
+        match word(e) {
+            Some(x) if is_capitalised(x) && !month(x) => {
+                let after_initial = e > 0 && word(e - 1).is_some_and(|p| p.ends_with('.') && p.chars().count() == 2);
+                if after_initial && LEADING_STOP.contains(&x.to_lowercase().as_str()) {
+                    break;
+                }
+                e += 1
+            }
+            Some(x) if NAME_CONNECTORS.contains(&x) && word(e + 1).map(|y| is_capitalised(y) && !month(y)).unwrap_or(false) => e += 2,
+            _ => break,
+        }
+    }
+    e
+}
+
 fn join_words(toks: &[Tok<'_>]) -> String {
     let mut s = String::new();
     for t in toks {
@@ -239,6 +282,8 @@ fn join_words(toks: &[Tok<'_>]) -> String {
                 s.push(' ');
             }
             s.push_str(t.text);
+        } else if t.text == "," && !s.is_empty() {
+            s.push(','); // a styled name's comma ("Albert III, Duke of Bavaria")
         }
     }
     s
@@ -280,9 +325,10 @@ pub fn extract(title: &str, text: &str) -> Extracted {
             out.triples.push(Triple { subject: s.to_string(), relation: r, object: o.to_string() });
         }
     };
+    let title_toks = tokenize(title);
     for sentence in sentences(text) {
         let toks = tokenize(sentence);
-        let spans = mention_spans(&toks);
+        let spans = mention_spans(&toks, &title_toks);
         let names: Vec<String> = spans.iter().map(|sp| join_words(&toks[sp.start..sp.end])).collect();
         for (sp, name) in spans.iter().zip(&names) {
             add_entity(&mut out, name, sp.kind);
@@ -363,6 +409,34 @@ mod tests {
         assert!(has(&a, "Alice", "met", "Bob"));
         assert!(!a.triples.iter().any(|t| t.subject == "Bob" && t.object == "Carol"));
         assert_eq!(a, extract("T", text));
+    }
+
+    #[test]
+    fn middle_initials_and_styled_names_stay_whole() {
+        let e = extract("", "Night Train is a 1954 film directed by Robert A. Stemmle.");
+        assert!(has(&e, "Night Train", "is a 1954 film directed by", "Robert A. Stemmle"), "{:?}", e.triples);
+        let e = extract("", "Her father was Albert III, Duke of Bavaria, and her mother lived in Munich, Bavaria.");
+        let names: Vec<&str> = e.entities.iter().map(|m| m.name.as_str()).collect();
+        assert!(names.contains(&"Albert III, Duke of Bavaria"), "{names:?}");
+        assert!(names.contains(&"Munich") && names.contains(&"Bavaria"), "a comma between places is a list: {names:?}");
+        assert_eq!(normalize("Albert III, Duke of Bavaria"), normalize(names[names.iter().position(|n| n.starts_with("Albert")).unwrap()]));
+        let e = extract("", "He was crowned by Frederick I, Holy Roman Emperor in 1155.");
+        assert!(e.entities.iter().any(|m| m.name == "Frederick I, Holy Roman Emperor"), "{:?}", e.entities);
+        // an initial closing a sentence does not swallow the next one's first word
+        let e = extract("", "The unit was rated Class A. The next year it moved to Ohio.");
+        assert!(!e.entities.iter().any(|m| m.name.contains("The")), "{:?}", e.entities);
+        let e = extract("", "Pedro dos Santos met Ahmad ibn Hanbal.");
+        assert!(has(&e, "Pedro dos Santos", "met", "Ahmad ibn Hanbal"), "{:?}", e.triples);
+    }
+
+    #[test]
+    fn the_title_written_out_is_one_mention_whatever_its_words() {
+        let e = extract("Emil und die Detektive", "Emil und die Detektive is a 1954 film directed by Robert A. Stemmle.");
+        assert!(has(&e, "Emil und die Detektive", "is a 1954 film directed by", "Robert A. Stemmle"), "{:?}", e.triples);
+        assert!(!e.entities.iter().any(|m| m.name == "Emil" || m.name == "Detektive"), "{:?}", e.entities);
+        // elsewhere its words are found as before
+        let e = extract("Emil und die Detektive", "The book's hero Emil lives in Berlin.");
+        assert!(has(&e, "Emil", "lives in", "Berlin"), "{:?}", e.triples);
     }
 
     #[test]
