@@ -119,25 +119,17 @@ fn an_ingest_whose_topic_creation_is_cut_off_tries_again() {
 /// fails saying where the missing documents stopped: which of the pipeline's topics, read back
 /// from the start, lack a record of them (the broker lost it, or a stage did not pass it on).
 fn wait_all_documents(addr: &str, brokers: &str, docs: &[streamrag_schemas::Document]) -> streamrag_operators::graph::GraphStats {
-    let deadline = std::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        let s = stats(addr);
-        if s.documents >= docs.len() {
-            return s;
-        }
-        if std::time::Instant::now() >= deadline {
-            let held: Vec<String> = ["streamrag.docs", "streamrag.triples", "streamrag.graph-deltas"]
-                .iter()
-                .map(|t| {
-                    let (n, keys) = topic_keys(brokers, t);
-                    let missing: Vec<&str> = docs.iter().map(|d| d.id.as_str()).filter(|id| !keys.contains(*id)).collect();
-                    format!("{t}: {n} records, {} keys, documents without a record: {missing:?}", keys.len())
-                })
-                .collect();
-            panic!("the graph did not reach {} documents in 180 s: {s:?}\n{}", docs.len(), held.join("\n"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    try_wait_stats(addr, Duration::from_secs(180), |s| s.documents >= docs.len()).unwrap_or_else(|s| {
+        let held: Vec<String> = ["streamrag.docs", "streamrag.triples", "streamrag.graph-deltas"]
+            .iter()
+            .map(|t| {
+                let (n, keys) = topic_keys(brokers, t);
+                let missing: Vec<&str> = docs.iter().map(|d| d.id.as_str()).filter(|id| !keys.contains(*id)).collect();
+                format!("{t}: {n} records, {} keys, documents without a record: {missing:?}", keys.len())
+            })
+            .collect();
+        panic!("the graph did not reach {} documents in 180 s: {s:?}\n{}", docs.len(), held.join("\n"))
+    })
 }
 
 /// Every record of `topic` read back from the beginning by a reader outside any group: how

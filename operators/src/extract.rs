@@ -188,7 +188,7 @@ struct Span {
 fn mention_spans(toks: &[Tok<'_>], title: &[Tok<'_>]) -> Vec<Span> {
     let mut spans = Vec::new();
     let mut i = 0;
-    let word = |k: usize| toks.get(k).filter(|t| t.kind == TokKind::Word).map(|t| t.text);
+    let word = |k: usize| word_at(toks, k);
     let title_at = |k: usize| title.len() >= 2 && toks.get(k..k + title.len()).is_some_and(|w| w.iter().zip(title).all(|(a, b)| a.text == b.text));
     while i < toks.len() {
         if title_at(i) {
@@ -253,11 +253,16 @@ fn mention_spans(toks: &[Tok<'_>], title: &[Tok<'_>]) -> Vec<Span> {
     spans
 }
 
+/// The word at token `k`, if that token is a word.
+fn word_at<'a>(toks: &[Tok<'a>], k: usize) -> Option<&'a str> {
+    toks.get(k).filter(|t| t.kind == TokKind::Word).map(|t| t.text)
+}
+
 /// Where a name that goes on at token `e` ends: capitalised words, lower-case connectors
 /// between two of them ("Bank of England"); a function word after an initial starts a new
 /// sentence instead ("... Class A. The next").
 fn name_end(toks: &[Tok<'_>], mut e: usize) -> usize {
-    let word = |k: usize| toks.get(k).filter(|t| t.kind == TokKind::Word).map(|t| t.text);
+    let word = |k: usize| word_at(toks, k);
     loop {
         match word(e) {
             Some(x) if is_capitalised(x) && !month(x) => {

@@ -121,13 +121,20 @@ pub fn stats(addr: &str) -> GraphStats {
 
 /// Polls /stats until `pred` holds.
 pub fn wait_stats(addr: &str, timeout: Duration, pred: impl Fn(&GraphStats) -> bool) -> GraphStats {
+    try_wait_stats(addr, timeout, pred).unwrap_or_else(|s| panic!("graph did not reach the expected state in {timeout:?}: {s:?}"))
+}
+
+/// Polls /stats until `pred` holds; the last stats if it still does not after `timeout`.
+pub fn try_wait_stats(addr: &str, timeout: Duration, pred: impl Fn(&GraphStats) -> bool) -> Result<GraphStats, GraphStats> {
     let deadline = Instant::now() + timeout;
     loop {
         let s = stats(addr);
         if pred(&s) {
-            return s;
+            return Ok(s);
         }
-        assert!(Instant::now() < deadline, "graph did not reach the expected state in {timeout:?}: {s:?}");
+        if Instant::now() >= deadline {
+            return Err(s);
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }

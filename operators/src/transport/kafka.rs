@@ -51,8 +51,8 @@ impl KafkaConfig {
     }
 }
 
-/// How long a client waits for an unreachable cluster when it connects (the producer's
-/// `message.timeout.ms` is the same).
+/// How long a client waits for an unreachable cluster: when it connects, and for each record it
+/// produces (the producer's `message.timeout.ms`).
 const CONNECT_WAIT: Duration = Duration::from_secs(120);
 
 /// Errors that say the cluster could not be reached, or not yet answer: waited out.
@@ -80,8 +80,9 @@ pub struct KafkaTransport {
 
 impl KafkaTransport {
     pub fn connect(config: KafkaConfig) -> Result<Self, TransportError> {
+        let wait_ms = CONNECT_WAIT.as_millis().to_string();
         let producer: FutureProducer = config
-            .client(&[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5"), ("message.timeout.ms", "120000")])
+            .client(&[("enable.idempotence", "true"), ("acks", "all"), ("linger.ms", "5"), ("message.timeout.ms", &wait_ms)])
             .create()?;
         Ok(KafkaTransport { config: Arc::new(config), producer })
     }
