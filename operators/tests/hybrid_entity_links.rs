@@ -1,7 +1,9 @@
 //! The hybrid's entity-name vectors with the real all-MiniLM-L6-v2 weights, over the README's
 //! sample corpus: a question that writes a name shorter than the graph holds it ("Lovelace" for
 //! "Ada Lovelace") links that entity through its name's vector, and the link seeds the walk;
-//! with the name vectors off (`entity_dense` 0) it does not.
+//! with the name vectors off (`entity_dense` 0) it does not. And a question about two named
+//! things ("X or Y?") gets the facts of both, not only of the one whose rarer name makes every
+//! fact of its own match more of the question.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,7 +37,11 @@ fn samples() -> Vec<(String, String, String)> {
 /// The samples through the built-in extractor into a graph, and the hybrid over it with every
 /// index filled: BM25, passage vectors, fact and entity-name vectors (from the graph's changes).
 fn hybrid(dir: &std::path::Path) -> (GraphState, Hybrid) {
-    let docs = samples();
+    hybrid_over(dir, samples())
+}
+
+/// [`hybrid`] over the documents given (id, title, text).
+fn hybrid_over(dir: &std::path::Path, docs: Vec<(String, String, String)>) -> (GraphState, Hybrid) {
     let mut g = GraphState::new();
     let mut changes = Vec::new();
     for (i, (id, title, text)) in docs.iter().enumerate() {
@@ -110,4 +116,37 @@ fn a_name_written_short_links_through_its_vector() {
     let all = Retriever::Hybrid(Arc::new(h.clone())).retrieve(&g, q, 3).unwrap();
     assert_eq!(all.documents[0].id, "ada-lovelace", "{:?}", all.documents);
     assert!(all.seeds.iter().any(|s| s == "Ada Lovelace"));
+}
+
+#[test]
+fn a_question_about_two_named_things_follows_the_facts_of_both() {
+    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
+    let docs = vec![
+        doc("qz", "Quorvath Zenthal", "Quorvath Zenthal is a 1961 Estonian science fiction film directed by Mart Kask. Quorvath Zenthal was produced by Tallinnfilm. Quorvath Zenthal premiered in Tallinn. Quorvath Zenthal starred Ants Lauter."),
+        doc("rd", "The Red Door", "The Red Door is a 1950 American drama film directed by John Hale. The Red Door was filmed in Ohio. The Red Door starred Lee Marsh. The Red Door is based on a novel by Ruth Ames."),
+        doc("mk", "Mart Kask", "Mart Kask was an Estonian director. He was born in 1920 in Tartu."),
+        doc("jh", "John Hale", "John Hale was an American director. He was born in 1915 in Boston."),
+        doc("oh", "Ohio", "Ohio is a state of the United States. Ohio borders Lake Erie."),
+        doc("lm", "Lee Marsh", "Lee Marsh was an American actor who starred in The Red Door and in Green Fields."),
+        doc("ra", "Ruth Ames", "Ruth Ames was an American novelist. Ruth Ames wrote The Red Door."),
+        doc("tf", "Tallinnfilm", "Tallinnfilm is an Estonian film studio in Tallinn."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    let q = "Which film has the director who was born later, Quorvath Zenthal or The Red Door?";
+    // the graph's part alone: BM25 and dense would find both directors' pages by "born" anyway
+    let graph_only = |per_name: &str| {
+        let mut p = h.params.clone();
+        for (k, v) in [("bm25", "0"), ("dense", "0"), ("fact_per_name", per_name)] {
+            p.set(k, v).unwrap();
+        }
+        Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 4).unwrap()
+    };
+    let ids = |r: &streamrag_operators::retrieve::Retrieved| r.documents.iter().map(|d| d.id.clone()).collect::<Vec<_>>();
+    let on = graph_only("12");
+    let mut top = ids(&on);
+    top.sort();
+    assert_eq!(top, ["jh", "mk", "qz", "rd"], "both films and both directors: {:?} (seeds {:?})", on.documents, on.seeds);
+    let off = graph_only("0");
+    assert!(!ids(&off).contains(&"jh".to_string()), "without facts per name the rarer name's facts drown the other's: {:?}", off.documents);
 }
