@@ -560,13 +560,14 @@ impl Hybrid {
             }
         }
         // the facts about each named thing: its names' own triples and those of their own pages
+        // (one group or none: nothing to balance, so nothing is collected)
         let mut about: Vec<HashSet<(&str, &str, &str)>> = Vec::new();
-        if p.fact_per_name > 0 {
+        if p.fact_per_name > 0 && groups.len() >= 2 {
             for group in groups {
                 let mut set: HashSet<(&str, &str, &str)> = HashSet::default();
                 for e in group.iter().filter_map(|n| g.entity(n)).filter(|e| e.df() <= p.max_df) {
                     set.extend(g.incident(e.id()));
-                    for d in e.docs().filter_map(|d| g.doc(d)).filter(|d| d.title_key() == e.id()) {
+                    for d in own_pages(g, e) {
                         set.extend(d.triples());
                     }
                 }
@@ -638,7 +639,7 @@ impl Hybrid {
             (carried(m) + p.fact_dense * near_of.get(t).copied().unwrap_or(0.0)) * if linked(t) { 1.0 + p.fact_link_bonus } else { 1.0 }
         };
         first.sort_by(|a, b| score(&b.0, b.1).total_cmp(&score(&a.0, a.1)).then_with(|| a.0.cmp(&b.0)));
-        // each proper name's best facts, lifted so that its best scores as the best of all
+        // each named thing's best facts, lifted so that its best scores as the best of all
         let mut lifted: HashMap<(&str, &str, &str), f64> = HashMap::default();
         if let Some(top) = first.first().map(|(t, m)| score(t, *m)) {
             for set in &about {
@@ -742,6 +743,11 @@ fn name_groups<'n>(q: &str, names: &'n [String]) -> Vec<Vec<&'n str>> {
     groups
 }
 
+/// The live passages whose title is this entity (its own pages).
+fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>) -> impl Iterator<Item = DocView<'g>> + 'g {
+    e.docs().filter_map(|d| g.doc(d)).filter(move |d| d.title_key() == e.id())
+}
+
 /// The passages whose title is a named entity (its own pages), each with the name's share over
 /// the best share (a name with several such pages splits it among them; a hub has none).
 fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize) -> Vec<(&'g str, f64)> {
@@ -752,7 +758,7 @@ fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize) -> V
     let mut out = Vec::new();
     for (id, share) in shares {
         let Some(e) = g.entity(id).filter(|e| e.df() <= max_df) else { continue };
-        let own: Vec<&str> = e.docs().filter(|d| g.doc(d).is_some_and(|v| v.title_key() == e.id())).collect();
+        let own: Vec<&str> = own_pages(g, e).map(|d| d.id()).collect();
         for d in &own {
             out.push((*d, share / best / own.len() as f64));
         }
