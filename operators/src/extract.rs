@@ -42,6 +42,10 @@ const STYLED_TITLES: &[&str] = &[
     "archbishop", "cardinal",
 ];
 
+/// Prepositions after which a sentence's capitalised first word is a participle, not a name
+/// ("Directed by", "Born in").
+const PREPOSITIONS: &[&str] = &["by", "in", "at", "on", "from", "to", "with", "as", "for", "into", "under", "after", "near", "during"];
+
 /// Abbreviations after which a full stop does not end a sentence.
 const ABBREVIATIONS: &[&str] = &["mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "mt", "no", "vs", "inc", "ltd", "co", "corp", "gen", "col", "lt", "sgt", "rev", "fr", "ft", "vol", "pp", "ca", "approx", "e.g", "i.e", "etc"];
 
@@ -226,6 +230,13 @@ fn mention_spans(toks: &[Tok<'_>], title: &[Tok<'_>]) -> Vec<Span> {
             continue;
         }
         if is_capitalised(w) && !month(w) {
+            // "Directed by X, ...", "Born in Y, ...": a participle opening the sentence
+            let first_word = toks[..i].iter().all(|t| t.kind != TokKind::Word);
+            let lw = w.to_lowercase();
+            if first_word && (lw == "born" || (lw.chars().count() > 4 && (lw.ends_with("ed") || lw.ends_with("ing")))) && word(i + 1).is_some_and(|n| PREPOSITIONS.contains(&n)) {
+                i += 1;
+                continue;
+            }
             let mut s = i;
             // drop leading function words ("The", "In", "He")
             while s < toks.len() && word(s).map(|x| is_capitalised(x) && LEADING_STOP.contains(&x.to_lowercase().as_str())).unwrap_or(false) {
@@ -294,6 +305,26 @@ fn join_words(toks: &[Tok<'_>]) -> String {
     s
 }
 
+/// The tokens without the pronouns and articles that stand for the document's subject ("He",
+/// "the", "its"), so that what remains is the relation.
+fn without_pronouns<'a>(toks: &[Tok<'a>]) -> Vec<Tok<'a>> {
+    toks.iter()
+        .filter(|t| !(t.kind == TokKind::Word && matches!(t.text.to_lowercase().as_str(), "he" | "she" | "it" | "they" | "the" | "a" | "an" | "this" | "his" | "her" | "its" | "their")))
+        .cloned()
+        .collect()
+}
+
+/// Whether a sentence's subject is a pronoun or a definite description ("He", "Her father",
+/// "The film"): in a document about one thing, that thing.
+fn pronoun_led(toks: &[Tok<'_>]) -> bool {
+    let mut words = toks.iter().filter(|t| t.kind == TokKind::Word).map(|t| t.text);
+    match words.next().map(str::to_lowercase).as_deref() {
+        Some("he" | "she" | "it" | "they" | "his" | "her" | "its" | "their") => true,
+        Some("the" | "this") => words.next().is_some_and(|w| w.chars().next().is_some_and(char::is_lowercase)),
+        _ => false,
+    }
+}
+
 fn relation(toks: &[Tok<'_>], max_words: usize) -> Option<String> {
     let words: Vec<String> = toks.iter().filter(|t| t.kind == TokKind::Word).map(|t| t.text.to_lowercase()).collect();
     if words.len() > max_words {
@@ -304,6 +335,14 @@ fn relation(toks: &[Tok<'_>], max_words: usize) -> Option<String> {
         return Some("related to".to_string());
     }
     Some(words.join(" "))
+}
+
+/// The words between mention `k` and the one before it, when there are some: what a sentence's
+/// subject is said to be to mention `k` when the whole phrase from the subject is too long
+/// ("X is a 1992 comedy film written by A and B, and directed and produced by C": directed and
+/// produced by).
+fn local_relation(toks: &[Tok<'_>], spans: &[Span], k: usize) -> Option<String> {
+    relation(&toks[spans[k - 1].end..spans[k].start], MAX_RELATION_WORDS).filter(|r| r != "related to")
 }
 
 /// Extracts entities and triples from a document.
@@ -334,20 +373,36 @@ pub fn extract(title: &str, text: &str) -> Extracted {
     for sentence in sentences(text) {
         let toks = tokenize(sentence);
         let spans = mention_spans(&toks, &title_toks);
-        let names: Vec<String> = spans.iter().map(|sp| join_words(&toks[sp.start..sp.end])).collect();
+        let names: Vec<String> = spans
+            .iter()
+            .map(|sp| {
+                let name = join_words(&toks[sp.start..sp.end]);
+                // "Frank Sinatra's album": the name is Frank Sinatra (not the title, whatever it is)
+                match name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")) {
+                    Some(bare) if sp.kind == "name" && !bare.is_empty() && normalize(&name) != title_key => bare.to_string(),
+                    _ => name,
+                }
+            })
+            .collect();
         for (sp, name) in spans.iter().zip(&names) {
             add_entity(&mut out, name, sp.kind);
         }
         if let (Some(first), Some(first_name)) = (spans.first(), names.first()) {
             if !title_key.is_empty() && normalize(first_name) != title_key {
-                let lead: Vec<Tok<'_>> = toks[..first.start]
-                    .iter()
-                    .filter(|t| !(t.kind == TokKind::Word && matches!(t.text.to_lowercase().as_str(), "he" | "she" | "it" | "they" | "the" | "a" | "an" | "this" | "his" | "her" | "its" | "their")))
-                    .cloned()
-                    .collect();
+                let lead = without_pronouns(&toks[..first.start]);
                 let r = relation(&lead, MAX_RELATION_WORDS).map(|r| if r == "related to" { "mentions".to_string() } else { r });
                 if let Some(r) = r {
                     add_triple(&mut out, title, r, first_name);
+                }
+                // "She was a daughter of X and sister of Y": a sentence led by a pronoun is about
+                // the document's subject, and so is every mention in it, not only the first
+                if pronoun_led(&toks) {
+                    for (k, (sp, name)) in spans.iter().zip(&names).enumerate().skip(1) {
+                        let said: Vec<Tok<'_>> = lead.iter().chain(&toks[first.start..sp.start]).cloned().collect();
+                        if let Some(r) = relation(&said, MAX_SUBJECT_RELATION_WORDS).or_else(|| local_relation(&toks, &spans, k)) {
+                            add_triple(&mut out, title, r, name);
+                        }
+                    }
                 }
             }
         }
@@ -358,7 +413,7 @@ pub fn extract(title: &str, text: &str) -> Extracted {
             // The sentence's subject also reaches past intermediate mentions:
             // "X is a 1959 film directed by Y" gives (X, is a 1959 film directed by, Y).
             if k >= 2 {
-                if let Some(r) = relation(&toks[spans[0].end..spans[k].start], MAX_SUBJECT_RELATION_WORDS) {
+                if let Some(r) = relation(&toks[spans[0].end..spans[k].start], MAX_SUBJECT_RELATION_WORDS).or_else(|| local_relation(&toks, &spans, k)) {
                     add_triple(&mut out, &names[0], r, &names[k]);
                 }
             }
@@ -442,6 +497,39 @@ mod tests {
         // elsewhere its words are found as before
         let e = extract("Emil und die Detektive", "The book's hero Emil lives in Berlin.");
         assert!(has(&e, "Emil", "lives in", "Berlin"), "{:?}", e.triples);
+    }
+
+    #[test]
+    fn a_sentence_led_by_a_pronoun_is_about_the_title_throughout() {
+        let e = extract("Teutberga", "Teutberga was a queen of Lotharingia. She was a daughter of Boso the Elder and sister of Hucbert.");
+        assert!(has(&e, "Teutberga", "was daughter of", "Boso the Elder"), "{:?}", e.triples);
+        assert!(has(&e, "Teutberga", "was daughter of boso the elder and sister of", "Hucbert"), "{:?}", e.triples);
+        let e = extract("Night Train", "The film was directed by Jerzy Kawalerowicz and stars Lucyna Winnicka.");
+        assert!(has(&e, "Night Train", "film was directed by jerzy kawalerowicz and stars", "Lucyna Winnicka"), "{:?}", e.triples);
+        // a sentence with a named subject is that name's, not the title's
+        let e = extract("Marie Curie", "She was born in Warsaw. Warsaw lies on the Vistula near Kampinos.");
+        assert!(has(&e, "Marie Curie", "was born in", "Warsaw"), "{:?}", e.triples);
+        assert!(!e.triples.iter().any(|t| t.subject == "Marie Curie" && t.object == "Kampinos"), "{:?}", e.triples);
+        // nor is one led by a name after an article
+        let e = extract("Banks", "The Bank of England was founded in 1694 by William Paterson.");
+        assert!(!e.triples.iter().any(|t| t.subject == "Banks" && t.object == "William Paterson"), "{:?}", e.triples);
+    }
+
+    #[test]
+    fn long_sentences_participles_and_possessives() {
+        // the subject reaches a late mention by the words just before it
+        let e = extract("Peter's Friends", "Peter's Friends is a 1992 British comedy film written by Rita Rudner and Martin Bergman, and directed and produced by Kenneth Branagh.");
+        assert!(has(&e, "Peter's Friends", "and directed and produced by", "Kenneth Branagh"), "{:?}", e.triples);
+        // a participle opening a sentence is not a name
+        let e = extract("The Return of Swamp Thing", "Directed by Jim Wynorski, it is a sequel to the 1982 film.");
+        assert!(!e.entities.iter().any(|m| m.name == "Directed"), "{:?}", e.entities);
+        assert!(has(&e, "The Return of Swamp Thing", "directed by", "Jim Wynorski"), "{:?}", e.triples);
+        let e = extract("", "Reading is a town. Born in Weimar, she moved to Berlin.");
+        assert!(e.entities.iter().any(|m| m.name == "Reading") && !e.entities.iter().any(|m| m.name == "Born"), "{:?}", e.entities);
+        // a possessive is not part of the name
+        let e = extract("Come Dance with Me", "It was the title track on Frank Sinatra's album.");
+        assert!(e.entities.iter().any(|m| m.name == "Frank Sinatra"), "{:?}", e.entities);
+        assert!(!e.entities.iter().any(|m| m.name.ends_with("'s")), "{:?}", e.entities);
     }
 
     #[test]
