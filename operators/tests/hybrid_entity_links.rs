@@ -150,3 +150,35 @@ fn a_question_about_two_named_things_follows_the_facts_of_both() {
     let off = graph_only("0");
     assert!(!ids(&off).contains(&"jh".to_string()), "without facts per name the rarer name's facts drown the other's: {:?}", off.documents);
 }
+
+#[test]
+fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
+    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
+    let docs = vec![
+        doc("film", "Talk About a Stranger", "Talk About a Stranger is a 1952 American film noir directed by David Bradley and starring George Murphy."),
+        doc("director", "David Bradley (director)", "David Bradley was an American film director and film historian. He later taught film at UCLA."),
+        doc("actor", "David Bradley (actor)", "David Bradley is an English actor. David Bradley was born in York."),
+        doc("murphy", "George Murphy", "George Murphy was an American dancer and actor. George Murphy starred in Talk About a Stranger."),
+        doc("review", "Film noir revival", "The critic Ann Lowe praised David Bradley and George Murphy in a 1990 essay on film noir."),
+        doc("ucla", "UCLA", "UCLA is a public university in Los Angeles."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    assert!(g.entity("david bradley").is_some_and(|e| e.docs().any(|d| d == "film")), "the film names him without the qualifier");
+    let q = "Where did the director of film Talk About a Stranger work?";
+    let rank = |variants: &str| {
+        let mut p = h.params.clone();
+        for (k, v) in [("bm25", "0"), ("dense", "0"), ("page_variants", variants)] {
+            p.set(k, v).unwrap();
+        }
+        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 6).unwrap();
+        (got.documents.iter().position(|d| d.id == "director"), got.documents)
+    };
+    let (on, docs_on) = rank("true");
+    let (off, docs_off) = rank("false");
+    let score = |docs: &[streamrag_schemas::ScoredDocument], id: &str| docs.iter().find(|d| d.id == id).map_or(0.0, |d| d.score);
+    // both pages titled "David Bradley (...)" share the fact page's lift; the director's rises
+    assert!(on.is_some() && off.is_none_or(|r| r > on.unwrap()), "qualified titles on: {docs_on:?}\noff: {docs_off:?}");
+    assert!(score(&docs_on, "director") > score(&docs_off, "director") && score(&docs_on, "actor") > score(&docs_off, "actor"), "on: {docs_on:?}\noff: {docs_off:?}");
+    assert!(score(&docs_on, "director") > score(&docs_on, "review"), "the page of the bridge, not any page naming him: {docs_on:?}");
+}

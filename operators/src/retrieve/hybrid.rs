@@ -148,6 +148,10 @@ pub struct HybridParams {
     /// score (walk mass scaled to 1; 0: off). Only names the question writes with a capital
     /// count: "the place of birth of X" names X, not the page about places of birth.
     pub name_pages: f64,
+    /// An entity without a page titled by its name has as its own pages those titled by its name
+    /// and a qualifier in parentheses ("James Young (director)"), for named and fact pages and
+    /// facts per name (false: exact titles only).
+    pub page_variants: bool,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
     pub name_pages_min: usize,
@@ -204,6 +208,7 @@ impl Default for HybridParams {
             named_enough: 0.2,
             name_pages: 1.0,
             name_pages_min: 2,
+            page_variants: true,
             prior_boost: 0.0,
             max_ngram: 10,
             fuse_k: 60.0,
@@ -255,6 +260,7 @@ impl HybridParams {
             "named_enough" => self.named_enough = num(key, value)?,
             "name_pages" => self.name_pages = num(key, value)?,
             "name_pages_min" => self.name_pages_min = num(key, value)?,
+            "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
             "prior_boost" => self.prior_boost = num(key, value)?,
             "max_ngram" => self.max_ngram = num(key, value)?,
             "fuse_k" => self.fuse_k = num(key, value)?,
@@ -282,6 +288,7 @@ impl HybridParams {
             ("without fact embeddings", with(&|p| p.fact_dense = 0.0)),
             ("without named pages", with(&|p| p.name_pages = 0.0)),
             ("without fact pages", with(&|p| p.fact_pages = 0.0)),
+            ("without qualified titles", with(&|p| p.page_variants = false)),
             ("without facts per name", with(&|p| p.fact_per_name = 0)),
             ("without passages in the walk", with(&|p| p.passage_weight = 0.0)),
             ("without the name guard", with(&|p| p.unnamed_mix = 0.0)),
@@ -400,7 +407,7 @@ impl Hybrid {
         if p.name_pages > 0.0 {
             let proper: Vec<(&str, f64)> = name_shares.into_iter().filter(|(id, _)| crate::normalize::words(id).any(|w| capitalised.contains(w))).collect();
             if proper.len() >= p.name_pages_min {
-                for (d, bonus) in name_pages(g, &proper, p.max_df) {
+                for (d, bonus) in name_pages(g, &proper, p.max_df, p.page_variants) {
                     *scores.entry(d.to_string()).or_default() += p.name_pages * bonus;
                 }
             }
@@ -418,7 +425,7 @@ impl Hybrid {
                 }
             }
             let ends: Vec<(&str, f64)> = ends.into_iter().collect();
-            for (d, bonus) in name_pages(g, &ends, p.max_df) {
+            for (d, bonus) in name_pages(g, &ends, p.max_df, p.page_variants) {
                 *scores.entry(d.to_string()).or_default() += p.fact_pages * bonus;
             }
         }
@@ -567,7 +574,7 @@ impl Hybrid {
                 let mut set: HashSet<(&str, &str, &str)> = HashSet::default();
                 for e in group.iter().filter_map(|n| g.entity(n)).filter(|e| e.df() <= p.max_df) {
                     set.extend(g.incident(e.id()));
-                    for d in own_pages(g, e) {
+                    for d in own_pages(g, e, p.page_variants) {
                         set.extend(d.triples());
                     }
                 }
@@ -743,14 +750,30 @@ fn name_groups<'n>(q: &str, names: &'n [String]) -> Vec<Vec<&'n str>> {
     groups
 }
 
-/// The live passages whose title is this entity (its own pages).
-fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>) -> impl Iterator<Item = DocView<'g>> + 'g {
-    e.docs().filter_map(|d| g.doc(d)).filter(move |d| d.title_key() == e.id())
+/// The live passages whose title is this entity (its own pages). With `variants`, an entity
+/// without such a page has as its own the pages titled by its name and a qualifier in
+/// parentheses ("James Young (director)" for "James Young"), the usual way to tell apart the
+/// pages of things that share a name.
+fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, variants: bool) -> Vec<DocView<'g>> {
+    let docs = || e.docs().filter_map(|d| g.doc(d));
+    let exact: Vec<DocView<'g>> = docs().filter(|d| d.title_key() == e.id()).collect();
+    if !exact.is_empty() || !variants {
+        return exact;
+    }
+    docs().filter(|d| d.title_key().len() > e.id().len() && d.title_key().starts_with(e.id()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id())).collect()
+}
+
+/// A title without its qualifier in parentheses at the end ("James Young (director)" ->
+/// "James Young"); None when it has none.
+fn unqualified(title: &str) -> Option<&str> {
+    let t = title.trim_end();
+    let open = t.strip_suffix(')')?.rfind('(')?;
+    Some(t[..open].trim_end()).filter(|b| !b.is_empty())
 }
 
 /// The passages whose title is a named entity (its own pages), each with the name's share over
 /// the best share (a name with several such pages splits it among them; a hub has none).
-fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize) -> Vec<(&'g str, f64)> {
+fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize, variants: bool) -> Vec<(&'g str, f64)> {
     let best = shares.iter().fold(0.0f64, |a, s| a.max(s.1));
     if best <= 0.0 {
         return vec![];
@@ -758,7 +781,7 @@ fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize) -> V
     let mut out = Vec::new();
     for (id, share) in shares {
         let Some(e) = g.entity(id).filter(|e| e.df() <= max_df) else { continue };
-        let own: Vec<&str> = own_pages(g, e).map(|d| d.id()).collect();
+        let own: Vec<&str> = own_pages(g, e, variants).iter().map(|d| d.id()).collect();
         for d in &own {
             out.push((*d, share / best / own.len() as f64));
         }
@@ -1030,7 +1053,16 @@ fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str
 
 #[cfg(test)]
 mod tests {
-    use super::{capitalised_words, name_groups, pagerank, Csr};
+    use super::{capitalised_words, name_groups, pagerank, unqualified, Csr};
+
+    #[test]
+    fn a_qualified_title_loses_its_qualifier() {
+        assert_eq!(unqualified("James Young (director)"), Some("James Young"));
+        assert_eq!(unqualified("Merry-Go-Round (Ayumi Hamasaki song) "), Some("Merry-Go-Round"));
+        assert_eq!(unqualified("Blood Street"), None);
+        assert_eq!(unqualified("(film)"), None);
+        assert_eq!(unqualified("Do You Believe?"), None);
+    }
 
     #[test]
     fn pagerank_over_the_csr_keeps_the_mass_and_returns_a_dead_end_to_the_restart() {
