@@ -92,6 +92,16 @@ fn hybrid_over(dir: &std::path::Path, docs: Vec<(String, String, String)>) -> (G
     (g, Hybrid { bm25: Arc::new(bm25), dense: Some(Arc::new(dense)), facts: Some(Arc::new(facts)), params: HybridParams::default() })
 }
 
+/// The hybrid's graph part alone (no BM25 or dense passage prior, whose best passages' facts
+/// would reach much the same), with one weight set by name.
+fn graph_only(g: &GraphState, h: &Hybrid, q: &str, k: usize, key: &str, value: &str) -> streamrag_operators::retrieve::Retrieved {
+    let mut p = h.params.clone();
+    for (k, v) in [("bm25", "0"), ("dense", "0"), (key, value)] {
+        p.set(k, v).unwrap();
+    }
+    Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(g, q, k).unwrap()
+}
+
 #[test]
 fn a_name_written_short_links_through_its_vector() {
     let dir = tempfile::tempdir().unwrap();
@@ -99,18 +109,12 @@ fn a_name_written_short_links_through_its_vector() {
     let q = "Who was the father of Lovelace?";
     assert!(g.entity("lovelace").is_none(), "the graph holds the name only in full");
     // the graph's part alone (no passage prior, whose best passages' facts would reach her too)
-    let graph_only = |entity_dense: &str| {
-        let mut p = h.params.clone();
-        for (k, v) in [("bm25", "0"), ("dense", "0"), ("entity_dense", entity_dense)] {
-            p.set(k, v).unwrap();
-        }
-        Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 3).unwrap()
-    };
-    let on = graph_only("1");
+    let ask = |entity_dense: &str| graph_only(&g, &h, q, 3, "entity_dense", entity_dense);
+    let on = ask("1");
     assert_eq!(on.seeds.first().map(String::as_str), Some("Ada Lovelace"), "linked by its name's vector: {:?}", on.seeds);
     let top: Vec<&str> = on.documents.iter().map(|d| d.id.as_str()).collect();
     assert!(top.contains(&"ada-lovelace") && top.contains(&"lord-byron"), "the walk from her reaches her page and her father's: {top:?}");
-    let off = graph_only("0");
+    let off = ask("0");
     assert!(!off.seeds.iter().any(|s| s == "Ada Lovelace"), "without the name vectors nothing links her: {:?}", off.seeds);
     // the whole hybrid, as it runs by default, finds her page first
     let all = Retriever::Hybrid(Arc::new(h.clone())).retrieve(&g, q, 3).unwrap();
@@ -135,19 +139,13 @@ fn a_question_about_two_named_things_follows_the_facts_of_both() {
     let (g, h) = hybrid_over(dir.path(), docs);
     let q = "Which film has the director who was born later, Quorvath Zenthal or The Red Door?";
     // the graph's part alone: BM25 and dense would find both directors' pages by "born" anyway
-    let graph_only = |per_name: &str| {
-        let mut p = h.params.clone();
-        for (k, v) in [("bm25", "0"), ("dense", "0"), ("fact_per_name", per_name)] {
-            p.set(k, v).unwrap();
-        }
-        Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 4).unwrap()
-    };
+    let ask = |per_name: &str| graph_only(&g, &h, q, 4, "fact_per_name", per_name);
     let ids = |r: &streamrag_operators::retrieve::Retrieved| r.documents.iter().map(|d| d.id.clone()).collect::<Vec<_>>();
-    let on = graph_only("12");
+    let on = ask("12");
     let mut top = ids(&on);
     top.sort();
     assert_eq!(top, ["jh", "mk", "qz", "rd"], "both films and both directors: {:?} (seeds {:?})", on.documents, on.seeds);
-    let off = graph_only("0");
+    let off = ask("0");
     assert!(!ids(&off).contains(&"jh".to_string()), "without facts per name the rarer name's facts drown the other's: {:?}", off.documents);
 }
 
@@ -167,11 +165,7 @@ fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
     assert!(g.entity("david bradley").is_some_and(|e| e.docs().any(|d| d == "film")), "the film names him without the qualifier");
     let q = "Where did the director of film Talk About a Stranger work?";
     let rank = |variants: &str| {
-        let mut p = h.params.clone();
-        for (k, v) in [("bm25", "0"), ("dense", "0"), ("page_variants", variants)] {
-            p.set(k, v).unwrap();
-        }
-        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 6).unwrap();
+        let got = graph_only(&g, &h, q, 6, "page_variants", variants);
         (got.documents.iter().position(|d| d.id == "director"), got.documents)
     };
     let (on, docs_on) = rank("true");
