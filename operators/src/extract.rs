@@ -305,11 +305,17 @@ fn join_words(toks: &[Tok<'_>]) -> String {
     s
 }
 
+/// Pronouns that stand for a document's subject ("He was", "Her father").
+const SUBJECT_PRONOUNS: &[&str] = &["he", "she", "it", "they", "his", "her", "its", "their"];
+
 /// The tokens without the pronouns and articles that stand for the document's subject ("He",
 /// "the", "its"), so that what remains is the relation.
 fn without_pronouns<'a>(toks: &[Tok<'a>]) -> Vec<Tok<'a>> {
     toks.iter()
-        .filter(|t| !(t.kind == TokKind::Word && matches!(t.text.to_lowercase().as_str(), "he" | "she" | "it" | "they" | "the" | "a" | "an" | "this" | "his" | "her" | "its" | "their")))
+        .filter(|t| {
+            let w = t.text.to_lowercase();
+            !(t.kind == TokKind::Word && (SUBJECT_PRONOUNS.contains(&w.as_str()) || matches!(w.as_str(), "the" | "a" | "an" | "this")))
+        })
         .cloned()
         .collect()
 }
@@ -319,7 +325,7 @@ fn without_pronouns<'a>(toks: &[Tok<'a>]) -> Vec<Tok<'a>> {
 fn pronoun_led(toks: &[Tok<'_>]) -> bool {
     let mut words = toks.iter().filter(|t| t.kind == TokKind::Word).map(|t| t.text);
     match words.next().map(str::to_lowercase).as_deref() {
-        Some("he" | "she" | "it" | "they" | "his" | "her" | "its" | "their") => true,
+        Some(w) if SUBJECT_PRONOUNS.contains(&w) => true,
         Some("the" | "this") => words.next().is_some_and(|w| w.chars().next().is_some_and(char::is_lowercase)),
         _ => false,
     }
