@@ -27,9 +27,69 @@ pub fn words(normalized: &str) -> impl Iterator<Item = &str> {
     normalized.split(' ').filter(|w| !w.is_empty())
 }
 
+/// Titles of rank and honorifics: they open a styled name ("King George I of Greece", "Grand
+/// Duchess Olga of Russia") or follow its comma ("Albert III, Duke of Bavaria").
+pub const TITLES_OF_RANK: &[&str] = &[
+    "duke", "duchess", "archduke", "archduchess", "grand", "king", "queen", "prince", "princess", "emperor", "empress", "count",
+    "countess", "earl", "baron", "baroness", "marquess", "marquis", "marchioness", "margrave", "margravine", "viscount",
+    "viscountess", "elector", "electress", "landgrave", "lord", "lady", "sultan", "shah", "tsar", "czar", "pope", "bishop",
+    "archbishop", "cardinal", "infante", "infanta", "sir", "dame", "saint",
+];
+
+/// A title without its qualifier in parentheses at the end ("James Young (director)" ->
+/// "James Young"); None when it has none.
+pub fn unqualified(title: &str) -> Option<&str> {
+    let t = title.trim_end();
+    let open = t.strip_suffix(')')?.rfind('(')?;
+    Some(t[..open].trim_end()).filter(|b| !b.is_empty())
+}
+
+/// The shorter forms a styled name's own page may be titled by: without the titles of rank that
+/// open it ("King George I of Greece" -> "George I of Greece"), without what follows its comma
+/// ("Nicholas the Small, Duke of Ziębice" -> "Nicholas the Small"). Each keeps two words or more.
+pub fn shorter_forms(name: &str) -> Vec<&str> {
+    let name = name.trim();
+    let mut out = Vec::new();
+    let mut rest = name;
+    while let Some((first, tail)) = rest.split_once(' ') {
+        if !TITLES_OF_RANK.contains(&first.to_lowercase().as_str()) {
+            break;
+        }
+        rest = tail.trim_start();
+    }
+    if rest != name && rest.split_whitespace().nth(1).is_some() {
+        out.push(rest);
+    }
+    if let Some((head, _)) = name.split_once(", ") {
+        if head.split_whitespace().nth(1).is_some() {
+            out.push(head);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::normalize;
+    use super::{normalize, shorter_forms, unqualified};
+
+    #[test]
+    fn a_qualified_title_loses_its_qualifier() {
+        assert_eq!(unqualified("James Young (director)"), Some("James Young"));
+        assert_eq!(unqualified("Merry-Go-Round (Ayumi Hamasaki song) "), Some("Merry-Go-Round"));
+        assert_eq!(unqualified("Blood Street"), None);
+        assert_eq!(unqualified("(film)"), None);
+        assert_eq!(unqualified("Do You Believe?"), None);
+    }
+
+    #[test]
+    fn a_styled_name_has_shorter_forms() {
+        assert_eq!(shorter_forms("King George I of Greece"), vec!["George I of Greece"]);
+        assert_eq!(shorter_forms("Grand Duchess Olga Constantinovna of Russia"), vec!["Olga Constantinovna of Russia"]);
+        assert_eq!(shorter_forms("Nicholas the Small, Duke of Ziębice"), vec!["Nicholas the Small"]);
+        assert_eq!(shorter_forms("Prince Albert, Duke of York"), vec!["Albert, Duke of York", "Prince Albert"]);
+        assert!(shorter_forms("Queen Victoria").is_empty(), "one word left is too little to name a page");
+        assert!(shorter_forms("George I of Greece").is_empty());
+    }
 
     #[test]
     fn case_punctuation_and_whitespace() {

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use streamrag_schemas::{ScoredDocument, Triple};
 
 use crate::graph::{DocView, EntityView, GraphState};
-use crate::normalize::normalize;
+use crate::normalize::{normalize, shorter_forms, unqualified};
 
 use super::bm25::Bm25Index;
 use super::dense::DenseIndex;
@@ -149,8 +149,9 @@ pub struct HybridParams {
     /// count: "the place of birth of X" names X, not the page about places of birth.
     pub name_pages: f64,
     /// An entity without a page titled by its name has as its own pages those titled by its name
-    /// and a qualifier in parentheses ("James Young (director)"), for named and fact pages and
-    /// facts per name (false: exact titles only).
+    /// and a qualifier in parentheses ("James Young (director)"), or failing those, the page of a
+    /// shorter form of a styled name ("George I of Greece" for "King George I of Greece"), for
+    /// named and fact pages and facts per name (false: exact titles only).
     pub page_variants: bool,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
@@ -753,22 +754,21 @@ fn name_groups<'n>(q: &str, names: &'n [String]) -> Vec<Vec<&'n str>> {
 /// The live passages whose title is this entity (its own pages). With `variants`, an entity
 /// without such a page has as its own the pages titled by its name and a qualifier in
 /// parentheses ("James Young (director)" for "James Young"), the usual way to tell apart the
-/// pages of things that share a name.
+/// pages of things that share a name; failing those, the page titled by a shorter form of a
+/// styled name (without its opening titles of rank or what follows its comma).
 fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, variants: bool) -> Vec<DocView<'g>> {
-    let docs = || e.docs().filter_map(|d| g.doc(d));
-    let exact: Vec<DocView<'g>> = docs().filter(|d| d.title_key() == e.id()).collect();
-    if !exact.is_empty() || !variants {
-        return exact;
+    let exact = |e: EntityView<'g>| -> Vec<DocView<'g>> { e.docs().filter_map(|d| g.doc(d)).filter(|d| d.title_key() == e.id()).collect() };
+    let own = exact(e);
+    if !own.is_empty() || !variants {
+        return own;
     }
-    docs().filter(|d| d.title_key().len() > e.id().len() && d.title_key().starts_with(e.id()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id())).collect()
-}
-
-/// A title without its qualifier in parentheses at the end ("James Young (director)" ->
-/// "James Young"); None when it has none.
-fn unqualified(title: &str) -> Option<&str> {
-    let t = title.trim_end();
-    let open = t.strip_suffix(')')?.rfind('(')?;
-    Some(t[..open].trim_end()).filter(|b| !b.is_empty())
+    let qualified: Vec<DocView<'g>> =
+        e.docs().filter_map(|d| g.doc(d)).filter(|d| d.title_key().len() > e.id().len() && d.title_key().starts_with(e.id()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id())).collect();
+    if !qualified.is_empty() {
+        return qualified;
+    }
+    // a styled name whose page is titled by a shorter form ("King George I of Greece")
+    shorter_forms(e.name()).into_iter().filter_map(|f| g.entity(&normalize(f))).map(exact).find(|pages| !pages.is_empty()).unwrap_or_default()
 }
 
 /// The passages whose title is a named entity (its own pages), each with the name's share over
@@ -1053,16 +1053,7 @@ fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str
 
 #[cfg(test)]
 mod tests {
-    use super::{capitalised_words, name_groups, pagerank, unqualified, Csr};
-
-    #[test]
-    fn a_qualified_title_loses_its_qualifier() {
-        assert_eq!(unqualified("James Young (director)"), Some("James Young"));
-        assert_eq!(unqualified("Merry-Go-Round (Ayumi Hamasaki song) "), Some("Merry-Go-Round"));
-        assert_eq!(unqualified("Blood Street"), None);
-        assert_eq!(unqualified("(film)"), None);
-        assert_eq!(unqualified("Do You Believe?"), None);
-    }
+    use super::{capitalised_words, name_groups, pagerank, Csr};
 
     #[test]
     fn pagerank_over_the_csr_keeps_the_mass_and_returns_a_dead_end_to_the_restart() {
