@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use streamrag_schemas::{Mention, Triple};
 
-use crate::normalize::normalize;
+use crate::normalize::{is_alias_relation, normalize, unqualified, TITLES_OF_RANK};
 
 const MONTHS: [&str; 12] = [
     "january", "february", "march", "april", "may", "june", "july", "august", "september",
@@ -31,15 +31,7 @@ const LEADING_STOP: &[&str] = &[
 /// Lower-case words allowed inside a name ("Bank of England", "Ludwig van Beethoven").
 const NAME_CONNECTORS: &[&str] = &[
     "of", "the", "de", "da", "del", "della", "di", "du", "dos", "das", "van", "von", "der", "den", "ter", "ten", "zu", "la", "le", "y", "bin", "ibn", "al",
-];
-
-/// Titles of rank that make "X, Duke of Y" or "Frederick I, Holy Roman Emperor" one name: the
-/// comma inside a styled name, not a list ("Paris, France").
-const STYLED_TITLES: &[&str] = &[
-    "duke", "duchess", "archduke", "archduchess", "grand", "king", "queen", "prince", "princess", "emperor", "empress", "count",
-    "countess", "earl", "baron", "baroness", "marquess", "marquis", "marchioness", "margrave", "margravine", "viscount",
-    "viscountess", "elector", "electress", "landgrave", "lord", "lady", "sultan", "shah", "tsar", "czar", "pope", "bishop",
-    "archbishop", "cardinal",
+    "mac", "ap", "ben", "bint", "ua", "ní", "nic",
 ];
 
 /// Prepositions after which a sentence's capitalised first word is a participle, not a name
@@ -165,6 +157,17 @@ fn is_capitalised(w: &str) -> bool {
     w.chars().next().map(|c| c.is_uppercase()).unwrap_or(false)
 }
 
+/// "1st", "3rd", "14th": an ordinal written in digits.
+fn ordinal(w: &str) -> bool {
+    let digits = w.chars().take_while(char::is_ascii_digit).count();
+    digits > 0 && matches!(&w[digits..], "st" | "nd" | "rd" | "th")
+}
+
+/// Two words the same but for case.
+fn same_text(a: &str, b: &str) -> bool {
+    a == b || a.chars().flat_map(char::to_lowercase).eq(b.chars().flat_map(char::to_lowercase))
+}
+
 fn is_number(w: &str) -> bool {
     w.chars().next().map(|c| c.is_ascii_digit()).unwrap_or(false)
         && w.chars().all(|c| c.is_ascii_digit() || c == ',' || c == '.')
@@ -189,15 +192,25 @@ struct Span {
 /// Finds mention spans in one tokenized sentence, left to right, non-overlapping. `title`: the
 /// document's title, tokenized; written out whole in the sentence it is one mention, whatever its
 /// words ("Emil und die Detektive", "Albert III, Duke of Bavaria").
-fn mention_spans(toks: &[Tok<'_>], title: &[Tok<'_>]) -> Vec<Span> {
+fn mention_spans(toks: &[Tok<'_>], titles: &[Vec<Tok<'_>>]) -> Vec<Span> {
     let mut spans = Vec::new();
     let mut i = 0;
     let word = |k: usize| word_at(toks, k);
-    let title_at = |k: usize| title.len() >= 2 && toks.get(k..k + title.len()).is_some_and(|w| w.iter().zip(title).all(|(a, b)| a.text == b.text));
+    // the title written out, in any case ("When The Stars Go Blue"), starting with a capital
+    let title_at = |k: usize| -> Option<usize> {
+        if !word(k).is_some_and(is_capitalised) {
+            return None;
+        }
+        // ... and ending where a name would ("Tiger Cage", not "Tiger Cage Returns")
+        titles
+            .iter()
+            .find(|t| !t.is_empty() && toks.get(k..k + t.len()).is_some_and(|w| w.iter().zip(t.iter()).all(|(a, b)| same_text(a.text, b.text))) && !word(k + t.len()).is_some_and(is_capitalised))
+            .map(Vec::len)
+    };
     while i < toks.len() {
-        if title_at(i) {
-            spans.push(Span { start: i, end: i + title.len(), kind: "name" });
-            i += title.len();
+        if let Some(n) = title_at(i) {
+            spans.push(Span { start: i, end: i + n, kind: "title" });
+            i += n;
             continue;
         }
         let Some(w) = word(i) else {
@@ -229,7 +242,8 @@ fn mention_spans(toks: &[Tok<'_>], title: &[Tok<'_>]) -> Vec<Span> {
             i += 1;
             continue;
         }
-        if is_capitalised(w) && !month(w) {
+        // a month opens a name only before another capitalised word ("August Wilson")
+        if is_capitalised(w) && (!month(w) || word(i + 1).is_some_and(|n| is_capitalised(n) && !month(n))) {
             // "Directed by X, ...", "Born in Y, ...": a participle opening the sentence
             let first_word = toks[..i].iter().all(|t| t.kind != TokKind::Word);
             let lw = w.to_lowercase();
@@ -248,11 +262,14 @@ fn mention_spans(toks: &[Tok<'_>], title: &[Tok<'_>]) -> Vec<Span> {
             }
             let mut e = name_end(toks, i + 1);
             // "Albert III, Duke of Bavaria": a comma, then a run of capitalised words holding a
-            // title of rank, is the same name
-            if toks.get(e).is_some_and(|t| t.text == ",") && word(e + 1).is_some_and(|x| is_capitalised(x) && !month(x)) {
-                let styled = name_end(toks, e + 2);
-                if toks[e + 1..styled].iter().any(|t| STYLED_TITLES.contains(&t.text.to_lowercase().as_str())) {
-                    e = styled;
+            // title of rank, is the same name, also after an ordinal ("Francis Baring, 3rd Baron Ashburton")
+            if toks.get(e).is_some_and(|t| t.text == ",") {
+                let first = if word(e + 1).is_some_and(ordinal) { e + 2 } else { e + 1 };
+                if word(first).is_some_and(|x| is_capitalised(x) && !month(x)) {
+                    let styled = name_end(toks, first + 1);
+                    if toks[first..styled].iter().any(|t| TITLES_OF_RANK.contains(&t.text.to_lowercase().as_str())) {
+                        e = styled;
+                    }
                 }
             }
             spans.push(Span { start: i, end: e, kind: "name" });
@@ -274,16 +291,19 @@ fn word_at<'a>(toks: &[Tok<'a>], k: usize) -> Option<&'a str> {
 /// sentence instead ("... Class A. The next").
 fn name_end(toks: &[Tok<'_>], mut e: usize) -> usize {
     let word = |k: usize| word_at(toks, k);
+    let connectors = |k: usize| (k..k + 2).take_while(|&j| word(j).is_some_and(|x| NAME_CONNECTORS.contains(&x))).count();
     loop {
         match word(e) {
-            Some(x) if is_capitalised(x) && !month(x) => {
+            // inside a name a month is a name ("Christian August"), before a number a date
+            Some(x) if is_capitalised(x) && !(month(x) && word(e + 1).is_some_and(is_number)) => {
                 let after_initial = e > 0 && word(e - 1).is_some_and(|p| p.ends_with('.') && p.chars().count() == 2);
                 if after_initial && LEADING_STOP.contains(&x.to_lowercase().as_str()) {
                     break;
                 }
                 e += 1
             }
-            Some(x) if NAME_CONNECTORS.contains(&x) && word(e + 1).map(|y| is_capitalised(y) && !month(y)).unwrap_or(false) => e += 2,
+            // one or two connectors between capitalised words ("María de la Paz", "Bank of England")
+            Some(_) if connectors(e) > 0 && word(e + connectors(e)).is_some_and(|y| is_capitalised(y) && !month(y)) => e += connectors(e) + 1,
             _ => break,
         }
     }
@@ -375,14 +395,26 @@ pub fn extract(title: &str, text: &str) -> Extracted {
             out.triples.push(Triple { subject: s.to_string(), relation: r, object: o.to_string() });
         }
     };
-    let title_toks = tokenize(title);
-    for sentence in sentences(text) {
+    // the title as the text writes it: whole (two words or more: one word is a name anyway),
+    // and without its qualifier ("Tiger Cage" on the page "Tiger Cage (film)")
+    let whole = tokenize(title);
+    let bare = unqualified(title).map(tokenize).unwrap_or_default();
+    let titles: Vec<Vec<Tok<'_>>> = [whole, bare].into_iter().filter(|t| t.len() >= 2 || (t.len() == 1 && normalize(t[0].text) != title_key)).collect();
+    for (si, sentence) in sentences(text).into_iter().enumerate() {
         let toks = tokenize(sentence);
-        let spans = mention_spans(&toks, &title_toks);
+        let spans = mention_spans(&toks, &titles);
         let names: Vec<String> = spans
             .iter()
             .map(|sp| {
                 let name = join_words(&toks[sp.start..sp.end]);
+                if sp.kind == "title" {
+                    // the page's subject under its short name: the short name stays one of the
+                    // page's entities, so that the bare name's other mentions still find the page
+                    if normalize(&name) != title_key {
+                        add_entity(&mut out, &name, "name");
+                    }
+                    return title.to_string();
+                }
                 // "Frank Sinatra's album": the name is Frank Sinatra (not the title, whatever it is)
                 match name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")) {
                     Some(bare) if sp.kind == "name" && !bare.is_empty() && normalize(&name) != title_key => bare.to_string(),
@@ -413,7 +445,8 @@ pub fn extract(title: &str, text: &str) -> Extracted {
             }
         }
         for k in 1..spans.len() {
-            if let Some(r) = relation(&toks[spans[k - 1].end..spans[k].start], MAX_RELATION_WORDS) {
+            // (an alias phrase names its subject below: not the date or the parenthesis before it)
+            if let Some(r) = relation(&toks[spans[k - 1].end..spans[k].start], MAX_RELATION_WORDS).filter(|r| !is_alias_relation(r)) {
                 add_triple(&mut out, &names[k - 1], r, &names[k]);
             }
             // The sentence's subject also reaches past intermediate mentions:
@@ -422,6 +455,40 @@ pub fn extract(title: &str, text: &str) -> Extracted {
                 if let Some(r) = relation(&toks[spans[0].end..spans[k].start], MAX_SUBJECT_RELATION_WORDS).or_else(|| local_relation(&toks, &spans, k)) {
                     add_triple(&mut out, &names[0], r, &names[k]);
                 }
+            }
+        }
+        // "Frederick I (German: Friedrich I; 1122 - 1190), also known as Frederick Barbarossa, was
+        // ...": the alias names what the nearest name before the phrase names, not a date between
+        // nor a name deeper in parentheses; and the name that opens a document names its subject:
+        // the alias is the page's too
+        let depth: Vec<usize> = toks
+            .iter()
+            .scan(0usize, |d, t| {
+                let at = *d;
+                match t.text {
+                    "(" => *d += 1,
+                    ")" => *d = d.saturating_sub(1),
+                    _ => {}
+                }
+                Some(at)
+            })
+            .collect();
+        for k in 1..spans.len() {
+            let between = spans[k - 1].end..spans[k].start;
+            let Some(r) = relation(&toks[between.clone()], MAX_RELATION_WORDS).filter(|r| is_alias_relation(r)) else { continue };
+            // an alias of one word ("La noche de las gaviotas" cut at its first lower-case word,
+            // "Canute") or a number ("2 Chainz" read as 2) names too many things to name one
+            let named = |j: usize| matches!(spans[j].kind, "name" | "title") && names[j].split_whitespace().nth(1).is_some();
+            if !named(k) {
+                continue;
+            }
+            let Some(at) = between.clone().find(|&t| toks[t].kind == TokKind::Word).map(|t| depth[t]) else { continue };
+            let Some(j) = (0..k).rev().find(|&j| matches!(spans[j].kind, "name" | "title") && depth[spans[j].start] <= at) else { continue };
+            let opens_doc = si == 0 && j == 0 && toks[..spans[0].start].iter().all(|t| t.kind != TokKind::Word);
+            let x = if opens_doc && !title_key.is_empty() { title } else { names[j].as_str() };
+            add_triple(&mut out, x, r.clone(), &names[k]);
+            if opens_doc && normalize(&names[j]) != title_key && named(j) {
+                add_triple(&mut out, title, r, &names[j]);
             }
         }
     }
@@ -536,6 +603,55 @@ mod tests {
         let e = extract("Come Dance with Me", "It was the title track on Frank Sinatra's album.");
         assert!(e.entities.iter().any(|m| m.name == "Frank Sinatra"), "{:?}", e.entities);
         assert!(!e.entities.iter().any(|m| m.name.ends_with("'s")), "{:?}", e.entities);
+    }
+
+    #[test]
+    fn ordinals_months_particles_and_the_title_as_written() {
+        let names = |e: &Extracted| e.entities.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        let e = extract("", "Baring was the son of Francis Baring, 3rd Baron Ashburton and his wife.");
+        assert!(names(&e).contains(&"Francis Baring, 3rd Baron Ashburton".to_string()), "{:?}", names(&e));
+        // a month inside a name is a name; before a number it is a date
+        let e = extract("", "She married Christian August, Prince of Anhalt-Zerbst, on 8 November 1727.");
+        assert!(names(&e).contains(&"Christian August, Prince of Anhalt-Zerbst".to_string()), "{:?}", names(&e));
+        assert!(names(&e).contains(&"8 November 1727".to_string()), "{:?}", names(&e));
+        let e = extract("", "The play is by August Wilson. It opened in May.");
+        assert!(names(&e).contains(&"August Wilson".to_string()) && !names(&e).contains(&"May".to_string()), "{:?}", names(&e));
+        // lower-case particles and runs of two connectors
+        let e = extract("", "He was the son of Comgall mac Domangairt and Infanta María de la Paz of Spain.");
+        assert!(names(&e).contains(&"Comgall mac Domangairt".to_string()), "{:?}", names(&e));
+        assert!(names(&e).contains(&"Infanta María de la Paz of Spain".to_string()), "{:?}", names(&e));
+        // the title written in another case, or without its qualifier, is the page's subject
+        let e = extract("When the Stars Go Blue", "\"When The Stars Go Blue\" is a song originally performed by Ryan Adams.");
+        assert!(has(&e, "When the Stars Go Blue", "is a song originally performed by", "Ryan Adams"), "{:?}", e.triples);
+        let e = extract("Tiger Cage (film)", "Tiger Cage is a 1988 action film directed by Yuen Woo-ping.");
+        assert!(has(&e, "Tiger Cage (film)", "is a 1988 action film directed by", "Yuen Woo-ping"), "{:?}", e.triples);
+        // and its short name stays one of its entities
+        assert!(names(&e).contains(&"Tiger Cage".to_string()), "{:?}", names(&e));
+        let e = extract("Pepo (film)", "Pepo is a 1935 film directed by Ruben Mamoulian.");
+        assert!(has(&e, "Pepo (film)", "is a 1935 film directed by", "Ruben Mamoulian"), "{:?}", e.triples);
+    }
+
+    #[test]
+    fn an_alias_names_the_page_subject_past_the_dates_between() {
+        let e = extract(
+            "Frederick I, Holy Roman Emperor",
+            "Frederick I (German: Friedrich I; 1122 – 10 June 1190), also known as Frederick Barbarossa, was the Holy Roman Emperor. His son Henry VI, also called Henry the Cruel, succeeded him.",
+        );
+        assert!(has(&e, "Frederick I, Holy Roman Emperor", "also known as", "Frederick Barbarossa"), "{:?}", e.triples);
+        assert!(has(&e, "Frederick I, Holy Roman Emperor", "also known as", "Frederick I"), "{:?}", e.triples);
+        assert!(!e.triples.iter().any(|t| t.subject == "10 June 1190" && t.relation == "also known as"), "{:?}", e.triples);
+        // past the first sentence's opening name, an alias names the name before it
+        assert!(has(&e, "Henry VI", "also called", "Henry the Cruel"), "{:?}", e.triples);
+        assert!(!has(&e, "Frederick I, Holy Roman Emperor", "also called", "Henry the Cruel"), "{:?}", e.triples);
+        // the page's own name after the phrase: the opening name is its alias
+        let e = extract("Meek Mill", "Robert Rihmeek Williams (born May 6, 1987), known professionally as Meek Mill, is an American rapper.");
+        assert!(has(&e, "Meek Mill", "known professionally as", "Robert Rihmeek Williams"), "{:?}", e.triples);
+        // nor is one word or a number
+        let e = extract("Night of the Seagulls", "Night of the Seagulls (also known as La noche de las gaviotas) is a 1975 film.");
+        assert!(!e.triples.iter().any(|t| crate::normalize::is_alias_relation(&t.relation)), "{:?}", e.triples);
+        // a list is not an alias
+        let e = extract("Tom Sawyer", "Tom Sawyer met Huck Finn or Becky Thatcher.");
+        assert!(!e.triples.iter().any(|t| crate::normalize::is_alias_relation(&t.relation)), "{:?}", e.triples);
     }
 
     #[test]

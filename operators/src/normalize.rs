@@ -68,9 +68,21 @@ pub fn shorter_forms(name: &str) -> Vec<&str> {
     out
 }
 
+/// Whether a relation phrase says that its two ends name one thing: "known as" with up to two
+/// more words ("also known as", "better known as", "known professionally as"), or "called" after
+/// "also", "commonly", "sometimes", "often" or "formerly". A list or a plain "or" is not enough.
+pub fn is_alias_relation(r: &str) -> bool {
+    let w: Vec<String> = r.split_whitespace().map(str::to_lowercase).collect();
+    match w.as_slice() {
+        [.., last] if last == "as" && w.len() <= 4 && w.iter().any(|x| x == "known") => true,
+        [first, last] if last == "called" => ["also", "commonly", "sometimes", "often", "formerly"].contains(&first.as_str()),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{normalize, shorter_forms, unqualified};
+    use super::{normalize, is_alias_relation, shorter_forms, unqualified};
 
     #[test]
     fn a_qualified_title_loses_its_qualifier() {
@@ -79,6 +91,16 @@ mod tests {
         assert_eq!(unqualified("Blood Street"), None);
         assert_eq!(unqualified("(film)"), None);
         assert_eq!(unqualified("Do You Believe?"), None);
+    }
+
+    #[test]
+    fn alias_phrases_and_what_is_not_one() {
+        for r in ["also known as", "Better Known As", "known professionally as", "known as", "commonly known as", "also called"] {
+            assert!(is_alias_relation(r), "{r}");
+        }
+        for r in ["as", "or", "known for", "called", "a film called", "is known to have worked as", "also known"] {
+            assert!(!is_alias_relation(r), "{r}");
+        }
     }
 
     #[test]

@@ -176,3 +176,27 @@ fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
     assert!(score(&docs_on, "director") > score(&docs_off, "director") && score(&docs_on, "actor") > score(&docs_off, "actor"), "on: {docs_on:?}\noff: {docs_off:?}");
     assert!(score(&docs_on, "director") > score(&docs_on, "review"), "the page of the bridge, not any page naming him: {docs_on:?}");
 }
+
+#[test]
+fn a_name_the_page_gives_as_an_alias_gets_that_page() {
+    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
+    let docs = vec![
+        doc("king", "Zorvan I, King of Quell", "Zorvan I (1122 – 1190), also known as Zorvan Redbeard, was King of Quell from 1150. His mother was Adela of Brin."),
+        doc("battle", "Battle of Morr", "The Battle of Morr was fought between Zorvan Redbeard and Ulric Stone in 1167. Zorvan Redbeard won the battle."),
+        doc("chronicle", "Chronicle of Quell", "The Chronicle of Quell tells of Zorvan Redbeard and of Ulric Stone."),
+        doc("ulric", "Ulric Stone", "Ulric Stone was a knight of Brin. Ulric Stone was born in 1130 in Tarn."),
+        doc("adela", "Adela of Brin", "Adela of Brin was a duchess of Brin. She was born in 1101."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    assert!(g.entity("zorvan redbeard").is_some_and(|e| e.docs().any(|d| d == "king")), "the king's page names his alias");
+    let q = "Who was born first, Zorvan Redbeard or Ulric Stone?";
+    let rank = |aliases: &str| {
+        let got = graph_only(&g, &h, q, 5, "page_aliases", aliases);
+        (got.documents.iter().position(|d| d.id == "king"), got.documents)
+    };
+    let (on, docs_on) = rank("true");
+    let (off, docs_off) = rank("false");
+    assert!(on.is_some_and(|r| r < 2), "the page whose subject the alias names is one of the two named things' pages: {docs_on:?}");
+    assert!(off.is_none_or(|r| r > on.unwrap()), "without alias pages it is only a page naming him: on {docs_on:?}\noff: {docs_off:?}");
+}

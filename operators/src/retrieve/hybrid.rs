@@ -44,7 +44,7 @@ use std::sync::Arc;
 use streamrag_schemas::{ScoredDocument, Triple};
 
 use crate::graph::{DocView, EntityView, GraphState};
-use crate::normalize::{normalize, shorter_forms, unqualified};
+use crate::normalize::{is_alias_relation, normalize, shorter_forms, unqualified};
 
 use super::bm25::Bm25Index;
 use super::dense::DenseIndex;
@@ -153,6 +153,10 @@ pub struct HybridParams {
     /// shorter form of a styled name ("George I of Greece" for "King George I of Greece"), for
     /// named and fact pages and facts per name (false: exact titles only).
     pub page_variants: bool,
+    /// Failing all those (with `page_variants`), an entity has as its own the pages whose text
+    /// gives their subject its name ("also known as Frederick Barbarossa" on "Frederick I, Holy
+    /// Roman Emperor"; false: not).
+    pub page_aliases: bool,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
     pub name_pages_min: usize,
@@ -210,6 +214,7 @@ impl Default for HybridParams {
             name_pages: 1.0,
             name_pages_min: 2,
             page_variants: true,
+            page_aliases: true,
             prior_boost: 0.0,
             max_ngram: 10,
             fuse_k: 60.0,
@@ -262,6 +267,7 @@ impl HybridParams {
             "name_pages" => self.name_pages = num(key, value)?,
             "name_pages_min" => self.name_pages_min = num(key, value)?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
+            "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
             "prior_boost" => self.prior_boost = num(key, value)?,
             "max_ngram" => self.max_ngram = num(key, value)?,
             "fuse_k" => self.fuse_k = num(key, value)?,
@@ -290,6 +296,7 @@ impl HybridParams {
             ("without named pages", with(&|p| p.name_pages = 0.0)),
             ("without fact pages", with(&|p| p.fact_pages = 0.0)),
             ("without qualified titles", with(&|p| p.page_variants = false)),
+            ("without alias pages", with(&|p| p.page_aliases = false)),
             ("without facts per name", with(&|p| p.fact_per_name = 0)),
             ("without passages in the walk", with(&|p| p.passage_weight = 0.0)),
             ("without the name guard", with(&|p| p.unnamed_mix = 0.0)),
@@ -408,7 +415,7 @@ impl Hybrid {
         if p.name_pages > 0.0 {
             let proper: Vec<(&str, f64)> = name_shares.into_iter().filter(|(id, _)| crate::normalize::words(id).any(|w| capitalised.contains(w))).collect();
             if proper.len() >= p.name_pages_min {
-                for (d, bonus) in name_pages(g, &proper, p.max_df, p.page_variants) {
+                for (d, bonus) in name_pages(g, &proper, p) {
                     *scores.entry(d.to_string()).or_default() += p.name_pages * bonus;
                 }
             }
@@ -426,7 +433,7 @@ impl Hybrid {
                 }
             }
             let ends: Vec<(&str, f64)> = ends.into_iter().collect();
-            for (d, bonus) in name_pages(g, &ends, p.max_df, p.page_variants) {
+            for (d, bonus) in name_pages(g, &ends, p) {
                 *scores.entry(d.to_string()).or_default() += p.fact_pages * bonus;
             }
         }
@@ -575,7 +582,7 @@ impl Hybrid {
                 let mut set: HashSet<(&str, &str, &str)> = HashSet::default();
                 for e in group.iter().filter_map(|n| g.entity(n)).filter(|e| e.df() <= p.max_df) {
                     set.extend(g.incident(e.id()));
-                    for d in own_pages(g, e, p.page_variants) {
+                    for d in own_pages(g, e, p) {
                         set.extend(d.triples());
                     }
                 }
@@ -755,11 +762,12 @@ fn name_groups<'n>(q: &str, names: &'n [String]) -> Vec<Vec<&'n str>> {
 /// without such a page has as its own the pages titled by its name and a qualifier in
 /// parentheses ("James Young (director)" for "James Young"), the usual way to tell apart the
 /// pages of things that share a name; failing those, the page titled by a shorter form of a
-/// styled name (without its opening titles of rank or what follows its comma).
-fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, variants: bool) -> Vec<DocView<'g>> {
+/// styled name (without its opening titles of rank or what follows its comma); failing those,
+/// the pages whose text says their subject is also known by this name.
+fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<DocView<'g>> {
     let exact = |e: EntityView<'g>| -> Vec<DocView<'g>> { e.docs().filter_map(|d| g.doc(d)).filter(|d| d.title_key() == e.id()).collect() };
     let own = exact(e);
-    if !own.is_empty() || !variants {
+    if !own.is_empty() || !p.page_variants {
         return own;
     }
     let qualified: Vec<DocView<'g>> =
@@ -768,20 +776,29 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, variants: bool) -> Vec<Do
         return qualified;
     }
     // a styled name whose page is titled by a shorter form ("King George I of Greece")
-    shorter_forms(e.name()).into_iter().filter_map(|f| g.entity(&normalize(f))).map(exact).find(|pages| !pages.is_empty()).unwrap_or_default()
+    let shorter = shorter_forms(e.name()).into_iter().filter_map(|f| g.entity(&normalize(f))).map(exact).find(|pages| !pages.is_empty()).unwrap_or_default();
+    if !shorter.is_empty() || !p.page_aliases {
+        return shorter;
+    }
+    // an alias the page itself gives its subject ("Frederick I, Holy Roman Emperor": "also known
+    // as Frederick Barbarossa")
+    e.docs()
+        .filter_map(|d| g.doc(d))
+        .filter(|d| d.title_key() != e.id() && d.triples().any(|(s, r, o)| ((s, o) == (d.title_key(), e.id()) || (s, o) == (e.id(), d.title_key())) && is_alias_relation(r)))
+        .collect()
 }
 
 /// The passages whose title is a named entity (its own pages), each with the name's share over
 /// the best share (a name with several such pages splits it among them; a hub has none).
-fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], max_df: usize, variants: bool) -> Vec<(&'g str, f64)> {
+fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], p: &HybridParams) -> Vec<(&'g str, f64)> {
     let best = shares.iter().fold(0.0f64, |a, s| a.max(s.1));
     if best <= 0.0 {
         return vec![];
     }
     let mut out = Vec::new();
     for (id, share) in shares {
-        let Some(e) = g.entity(id).filter(|e| e.df() <= max_df) else { continue };
-        let own: Vec<&str> = own_pages(g, e, variants).iter().map(|d| d.id()).collect();
+        let Some(e) = g.entity(id).filter(|e| e.df() <= p.max_df) else { continue };
+        let own: Vec<&str> = own_pages(g, e, p).iter().map(|d| d.id()).collect();
         for d in &own {
             out.push((*d, share / best / own.len() as f64));
         }
