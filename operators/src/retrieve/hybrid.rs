@@ -204,7 +204,7 @@ impl Default for HybridParams {
             passage_weight: 0.05,
             title_weight: 1.0,
             damping: 0.7,
-            iterations: 30,
+            iterations: 20,
             hops: 2,
             max_nodes: 5_000,
             max_df: 200,
