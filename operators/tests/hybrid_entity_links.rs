@@ -200,3 +200,30 @@ fn a_name_the_page_gives_as_an_alias_gets_that_page() {
     assert!(on.is_some_and(|r| r < 2), "the page whose subject the alias names is one of the two named things' pages: {docs_on:?}");
     assert!(off.is_none_or(|r| r > on.unwrap()), "without alias pages it is only a page naming him: on {docs_on:?}\noff: {docs_off:?}");
 }
+
+#[test]
+fn a_concept_the_question_writes_in_lower_case_does_not_seed_the_walk_beside_a_name() {
+    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
+    let docs = vec![
+        doc("film", "Blue Harbor", "Blue Harbor is a 1950 film directed by Tom Reed. The music of Blue Harbor was by Carl Vinter."),
+        doc("carl", "Carl Vinter", "Carl Vinter was a Norwegian musician. Carl Vinter was born in Bergen."),
+        doc("tom", "Tom Reed", "Tom Reed was an English director. Tom Reed was born in Leeds."),
+        // "Composer" opens a sentence here, so the graph holds it as a name of this page's
+        doc("junk", "Dog Days (film)", "Dog Days is a 1976 comedy film. Composer: Piero Piccioni. Composer Piero Piccioni was born in Turin."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    assert!(g.entity("composer").is_some_and(|e| e.docs().any(|d| d == "junk")), "the concept is an entity of the junk page");
+    let q = "Where was the composer of film Blue Harbor born?";
+    let ranked = |w: &str| graph_only(&g, &h, q, 4, "concept_weight", w).documents;
+    let score = |docs: &[streamrag_schemas::ScoredDocument], id: &str| docs.iter().find(|d| d.id == id).map_or(0.0, |d| d.score);
+    let (whole, none) = (ranked("1"), ranked("0"));
+    // the concept's seed is what carried the junk page: without it the page keeps only what the
+    // walk from the film brings
+    assert!(score(&none, "junk") < 0.6 * score(&whole, "junk"), "the concept's page falls: 1 {whole:?}\n0 {none:?}");
+    assert!(score(&none, "carl") >= score(&whole, "carl") - 1e-9, "the composer's page does not: 1 {whole:?}\n0 {none:?}");
+    assert!(score(&none, "carl") > 2.0 * score(&none, "junk"), "{none:?}");
+    // a question that writes no name with a capital keeps its concepts
+    let lower = |w: &str| graph_only(&g, &h, "where was the composer piero piccioni born?", 4, "concept_weight", w).documents;
+    assert_eq!(lower("0").iter().map(|d| d.id.clone()).collect::<Vec<_>>(), lower("1").iter().map(|d| d.id.clone()).collect::<Vec<_>>());
+}

@@ -65,6 +65,11 @@ pub struct HybridParams {
     pub names: bool,
     /// Restart weight of a linked name, before the division by its document frequency.
     pub name_weight: f64,
+    /// The share of `name_weight` a name keeps when the question writes none of its words with
+    /// a capital ("composer", "place of birth": a concept the graph holds as a name because a
+    /// sentence opened with it) while it writes another linked name with one; a question that
+    /// capitalises none keeps its concepts whole.
+    pub concept_weight: f64,
     /// Restart weight of an entity linked by its name's embedding (among the names holding a
     /// capitalised word of the question, the one whose stored vector is nearest the question's),
     /// times the part of its cosine above `entity_dense_floor` over what lies above the floor;
@@ -183,6 +188,7 @@ impl Default for HybridParams {
             dense: 1.0,
             names: true,
             name_weight: 1.0,
+            concept_weight: 0.2,
             entity_dense: 1.0,
             entity_dense_k: 5,
             entity_dense_floor: 0.3,
@@ -236,6 +242,7 @@ impl HybridParams {
             "dense" => self.dense = num(key, value)?,
             "names" => self.names = value.parse().map_err(|_| format!("names: true or false, not {value}"))?,
             "name_weight" => self.name_weight = num(key, value)?,
+            "concept_weight" => self.concept_weight = num(key, value)?,
             "entity_dense" => self.entity_dense = num(key, value)?,
             "entity_dense_k" => self.entity_dense_k = num(key, value)?,
             "entity_dense_floor" => self.entity_dense_floor = num(key, value)?,
@@ -290,6 +297,7 @@ impl HybridParams {
             ("without BM25", with(&|p| p.bm25 = 0.0)),
             ("without dense", with(&|p| p.dense = 0.0)),
             ("without names", with(&|p| p.names = false)),
+            ("without the concept cut", with(&|p| p.concept_weight = 1.0)),
             ("without entity embeddings", with(&|p| p.entity_dense = 0.0)),
             ("without facts", with(&|p| p.facts = 0)),
             ("without fact embeddings", with(&|p| p.fact_dense = 0.0)),
@@ -372,7 +380,9 @@ impl Hybrid {
         let mut ent_reset: HashMap<&str, f64> = HashMap::default();
         let mut name_shares: Vec<(&str, f64)> = Vec::new();
         // the linked names, then those linked by their embeddings (weighted by how near)
-        let linked = names.iter().map(|n| (n, p.name_weight, 1.0)).chain(near.iter().map(|(id, w)| (id, p.entity_dense * w, *w)));
+        let proper = |id: &str| crate::normalize::words(id).any(|w| capitalised.contains(w));
+        let name_weight = |n: &str| if !proper(n) && names.iter().any(|m| proper(m)) { p.name_weight * p.concept_weight } else { p.name_weight };
+        let linked = names.iter().map(|n| (n, name_weight(n), 1.0)).chain(near.iter().map(|(id, w)| (id, p.entity_dense * w, *w)));
         for (n, weight, sure) in linked {
             if let Some(e) = g.entity(n) {
                 // a name made of common words ("film", "place of birth") says little
