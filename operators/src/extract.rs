@@ -444,10 +444,14 @@ pub fn extract(title: &str, text: &str) -> Extracted {
                 }
             }
         }
+        // the alias phrases between two mentions (k: the mention after the phrase), read below
+        let mut aliases: Vec<(usize, String)> = Vec::new();
         for k in 1..spans.len() {
             // (an alias phrase names its subject below: not the date or the parenthesis before it)
-            if let Some(r) = relation(&toks[spans[k - 1].end..spans[k].start], MAX_RELATION_WORDS).filter(|r| !is_alias_relation(r)) {
-                add_triple(&mut out, &names[k - 1], r, &names[k]);
+            match relation(&toks[spans[k - 1].end..spans[k].start], MAX_RELATION_WORDS) {
+                Some(r) if is_alias_relation(&r) => aliases.push((k, r)),
+                Some(r) => add_triple(&mut out, &names[k - 1], r, &names[k]),
+                None => {}
             }
             // The sentence's subject also reaches past intermediate mentions:
             // "X is a 1959 film directed by Y" gives (X, is a 1959 film directed by, Y).
@@ -456,6 +460,9 @@ pub fn extract(title: &str, text: &str) -> Extracted {
                     add_triple(&mut out, &names[0], r, &names[k]);
                 }
             }
+        }
+        if aliases.is_empty() {
+            continue;
         }
         // "Frederick I (German: Friedrich I; 1122 - 1190), also known as Frederick Barbarossa, was
         // ...": the alias names what the nearest name before the phrase names, not a date between
@@ -473,15 +480,14 @@ pub fn extract(title: &str, text: &str) -> Extracted {
                 Some(at)
             })
             .collect();
-        for k in 1..spans.len() {
-            let between = spans[k - 1].end..spans[k].start;
-            let Some(r) = relation(&toks[between.clone()], MAX_RELATION_WORDS).filter(|r| is_alias_relation(r)) else { continue };
-            // an alias of one word ("La noche de las gaviotas" cut at its first lower-case word,
-            // "Canute") or a number ("2 Chainz" read as 2) names too many things to name one
-            let named = |j: usize| matches!(spans[j].kind, "name" | "title") && names[j].split_whitespace().nth(1).is_some();
+        // an alias of one word ("La noche de las gaviotas" cut at its first lower-case word,
+        // "Canute") or a number ("2 Chainz" read as 2) names too many things to name one
+        let named = |j: usize| matches!(spans[j].kind, "name" | "title") && names[j].split_whitespace().nth(1).is_some();
+        for (k, r) in aliases {
             if !named(k) {
                 continue;
             }
+            let between = spans[k - 1].end..spans[k].start;
             let Some(at) = between.clone().find(|&t| toks[t].kind == TokKind::Word).map(|t| depth[t]) else { continue };
             let Some(j) = (0..k).rev().find(|&j| matches!(spans[j].kind, "name" | "title") && depth[spans[j].start] <= at) else { continue };
             let opens_doc = si == 0 && j == 0 && toks[..spans[0].start].iter().all(|t| t.kind != TokKind::Word);

@@ -34,6 +34,11 @@ fn samples() -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// A document as [`hybrid_over`] takes it: (id, title, text).
+fn doc(id: &str, title: &str, text: &str) -> (String, String, String) {
+    (id.to_string(), title.to_string(), text.to_string())
+}
+
 /// The samples through the built-in extractor into a graph, and the hybrid over it with every
 /// index filled: BM25, passage vectors, fact and entity-name vectors (from the graph's changes).
 fn hybrid(dir: &std::path::Path) -> (GraphState, Hybrid) {
@@ -124,7 +129,6 @@ fn a_name_written_short_links_through_its_vector() {
 
 #[test]
 fn a_question_about_two_named_things_follows_the_facts_of_both() {
-    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
     let docs = vec![
         doc("qz", "Quorvath Zenthal", "Quorvath Zenthal is a 1961 Estonian science fiction film directed by Mart Kask. Quorvath Zenthal was produced by Tallinnfilm. Quorvath Zenthal premiered in Tallinn. Quorvath Zenthal starred Ants Lauter."),
         doc("rd", "The Red Door", "The Red Door is a 1950 American drama film directed by John Hale. The Red Door was filmed in Ohio. The Red Door starred Lee Marsh. The Red Door is based on a novel by Ruth Ames."),
@@ -151,7 +155,6 @@ fn a_question_about_two_named_things_follows_the_facts_of_both() {
 
 #[test]
 fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
-    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
     let docs = vec![
         doc("film", "Talk About a Stranger", "Talk About a Stranger is a 1952 American film noir directed by David Bradley and starring George Murphy."),
         doc("director", "David Bradley (director)", "David Bradley was an American film director and film historian. He later taught film at UCLA."),
@@ -179,7 +182,6 @@ fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
 
 #[test]
 fn a_name_the_page_gives_as_an_alias_gets_that_page() {
-    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
     let docs = vec![
         doc("king", "Zorvan I, King of Quell", "Zorvan I (1122 – 1190), also known as Zorvan Redbeard, was King of Quell from 1150. His mother was Adela of Brin."),
         doc("battle", "Battle of Morr", "The Battle of Morr was fought between Zorvan Redbeard and Ulric Stone in 1167. Zorvan Redbeard won the battle."),
@@ -203,7 +205,6 @@ fn a_name_the_page_gives_as_an_alias_gets_that_page() {
 
 #[test]
 fn a_concept_the_question_writes_in_lower_case_does_not_seed_the_walk_beside_a_name() {
-    let doc = |id: &str, title: &str, text: &str| (id.to_string(), title.to_string(), text.to_string());
     let docs = vec![
         doc("film", "Blue Harbor", "Blue Harbor is a 1950 film directed by Tom Reed. The music of Blue Harbor was by Carl Vinter."),
         doc("carl", "Carl Vinter", "Carl Vinter was a Norwegian musician. Carl Vinter was born in Bergen."),

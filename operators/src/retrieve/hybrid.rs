@@ -380,6 +380,7 @@ impl Hybrid {
         let mut ent_reset: HashMap<&str, f64> = HashMap::default();
         let mut name_shares: Vec<(&str, f64)> = Vec::new();
         // the linked names, then those linked by their embeddings (weighted by how near)
+        // a name the question writes a word of with a capital: proper, not a concept
         let proper = |id: &str| crate::normalize::words(id).any(|w| capitalised.contains(w));
         let name_weight = |n: &str| if !proper(n) && names.iter().any(|m| proper(m)) { p.name_weight * p.concept_weight } else { p.name_weight };
         let linked = names.iter().map(|n| (n, name_weight(n), 1.0)).chain(near.iter().map(|(id, w)| (id, p.entity_dense * w, *w)));
@@ -423,7 +424,7 @@ impl Hybrid {
             prior.clone()
         };
         if p.name_pages > 0.0 {
-            let proper: Vec<(&str, f64)> = name_shares.into_iter().filter(|(id, _)| crate::normalize::words(id).any(|w| capitalised.contains(w))).collect();
+            let proper: Vec<(&str, f64)> = name_shares.into_iter().filter(|(id, _)| proper(id)).collect();
             if proper.len() >= p.name_pages_min {
                 for (d, bonus) in name_pages(g, &proper, p) {
                     *scores.entry(d.to_string()).or_default() += p.name_pages * bonus;
@@ -775,13 +776,14 @@ fn name_groups<'n>(q: &str, names: &'n [String]) -> Vec<Vec<&'n str>> {
 /// styled name (without its opening titles of rank or what follows its comma); failing those,
 /// the pages whose text says their subject is also known by this name.
 fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<DocView<'g>> {
-    let exact = |e: EntityView<'g>| -> Vec<DocView<'g>> { e.docs().filter_map(|d| g.doc(d)).filter(|d| d.title_key() == e.id()).collect() };
+    let docs = |e: EntityView<'g>| e.docs().filter_map(|d| g.doc(d));
+    let exact = |e: EntityView<'g>| -> Vec<DocView<'g>> { docs(e).filter(|d| d.title_key() == e.id()).collect() };
     let own = exact(e);
     if !own.is_empty() || !p.page_variants {
         return own;
     }
     let qualified: Vec<DocView<'g>> =
-        e.docs().filter_map(|d| g.doc(d)).filter(|d| d.title_key().len() > e.id().len() && d.title_key().starts_with(e.id()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id())).collect();
+        docs(e).filter(|d| d.title_key().len() > e.id().len() && d.title_key().starts_with(e.id()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id())).collect();
     if !qualified.is_empty() {
         return qualified;
     }
@@ -792,8 +794,7 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<
     }
     // an alias the page itself gives its subject ("Frederick I, Holy Roman Emperor": "also known
     // as Frederick Barbarossa")
-    e.docs()
-        .filter_map(|d| g.doc(d))
+    docs(e)
         .filter(|d| d.title_key() != e.id() && d.triples().any(|(s, r, o)| ((s, o) == (d.title_key(), e.id()) || (s, o) == (e.id(), d.title_key())) && is_alias_relation(r)))
         .collect()
 }
