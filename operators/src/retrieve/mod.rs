@@ -27,7 +27,7 @@ pub mod seeds;
 pub mod subgraph;
 pub mod train;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streamrag_glm::device::default_device;
@@ -92,9 +92,27 @@ impl Default for RetrieverChoice {
 }
 
 /// Where the all-MiniLM-L6-v2 files are when no flag says: $STREAMRAG_MINILM_DIR, else
-/// `.models/all-MiniLM-L6-v2` (what scripts/fetch-models.sh fills).
+/// `.models/all-MiniLM-L6-v2` (what scripts/fetch-models.sh fills) in the working directory,
+/// else in the nearest folder above the executable that has one (a checkout's
+/// `target/release/streamrag` finds the checkout's `.models/` from any directory). When none
+/// has it, the working directory's path, so that the error names where it was looked for.
 pub fn default_sentence_model() -> PathBuf {
-    std::env::var_os("STREAMRAG_MINILM_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".models/all-MiniLM-L6-v2"))
+    if let Some(d) = std::env::var_os("STREAMRAG_MINILM_DIR") {
+        return PathBuf::from(d);
+    }
+    let rel = Path::new(".models/all-MiniLM-L6-v2");
+    let exe = std::env::current_exe().ok().and_then(|e| e.canonicalize().ok());
+    model_dir_from(rel, exe.as_deref())
+}
+
+/// `rel` in the working directory if it is there, else under the nearest ancestor of `exe`
+/// that holds it, else `rel` itself.
+fn model_dir_from(rel: &Path, exe: Option<&Path>) -> PathBuf {
+    let present = |d: &Path| d.join("config.json").is_file();
+    if present(rel) {
+        return rel.to_path_buf();
+    }
+    exe.into_iter().flat_map(Path::ancestors).skip(1).map(|a| a.join(rel)).find(|d| present(d)).unwrap_or_else(|| rel.to_path_buf())
 }
 
 impl RetrieverChoice {
@@ -466,5 +484,21 @@ mod tests {
         assert_eq!((p.damping, p.walk), (0.3, false));
         assert!(p.set("dampng", "1").unwrap_err().contains("no hybrid parameter"));
         assert!(p.set("facts", "many").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn the_sentence_model_is_found_beside_the_executable_from_any_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let exe = root.path().join("target/release/streamrag");
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        let rel = Path::new(".models/test-model-that-is-not-in-the-working-directory");
+        // nowhere: the relative path, so that the error names it
+        assert_eq!(model_dir_from(rel, Some(&exe)), rel);
+        assert_eq!(model_dir_from(rel, None), rel);
+        // in the checkout that holds the executable
+        let model = root.path().join(rel);
+        std::fs::create_dir_all(&model).unwrap();
+        std::fs::write(model.join("config.json"), "{}").unwrap();
+        assert_eq!(model_dir_from(rel, Some(&exe)), model);
     }
 }

@@ -33,6 +33,10 @@ pub struct TrainArgs {
     pub question_model: Option<PathBuf>,
     #[arg(long, value_parser = super::data_dir_arg)]
     pub data: Option<PathBuf>,
+    /// The --data directory already holds this corpus (an earlier eval's or train's): send
+    /// nothing, train on the graph it has.
+    #[arg(long, requires = "data")]
+    pub indexed: bool,
     #[arg(long, value_parser = super::at_least_one, default_value_t = 2)]
     pub epochs: usize,
     #[arg(long, value_parser = super::at_least_one, default_value_t = 2)]
@@ -71,7 +75,7 @@ pub async fn run(a: TrainArgs) -> Result<()> {
     if questions.is_empty() {
         bail!("no training questions with gold passages in {range:?}");
     }
-    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, a.data.as_deref(), RetrieverChoice::Ppr, true).await?;
+    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, a.data.as_deref(), RetrieverChoice::Ppr, !a.indexed).await?;
     let g = node.graph.as_ref().expect("kg-writer runs").current();
     tasks.join(&node).await?;
     if temp {
