@@ -180,6 +180,29 @@ fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
     assert!(score(&docs_on, "director") > score(&docs_on, "review"), "the page of the bridge, not any page naming him: {docs_on:?}");
 }
 
+/// The bridge's page is titled "David Bradley (director)" but its text writes "David Shedd
+/// Bradley", so the name the film's page gives is never mentioned there: the title alone finds it.
+#[test]
+fn a_qualified_page_that_writes_the_name_longer_is_found_by_its_title() {
+    let docs = vec![
+        doc("film", "Talk About a Stranger", "Talk About a Stranger is a 1952 American film noir directed by David Bradley and starring George Murphy."),
+        doc("director", "David Bradley (director)", "David Shedd Bradley was an American film director and film historian. He later taught film at UCLA."),
+        doc("murphy", "George Murphy", "George Murphy was an American dancer and actor. George Murphy starred in Talk About a Stranger."),
+        doc("review", "Film noir revival", "The critic Ann Lowe praised David Bradley and George Murphy in a 1990 essay on film noir."),
+        doc("ucla", "UCLA", "UCLA is a public university in Los Angeles."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    assert!(g.entity("david bradley").is_some_and(|e| !e.docs().any(|d| d == "director")), "the director's page never writes \"David Bradley\"");
+    let q = "Where did the director of film Talk About a Stranger work?";
+    let got = |variants: &str| graph_only(&g, &h, q, 5, "page_variants", variants).documents;
+    let (on, off) = (got("true"), got("false"));
+    let rank = |docs: &[streamrag_schemas::ScoredDocument]| docs.iter().position(|d| d.id == "director");
+    let score = |docs: &[streamrag_schemas::ScoredDocument]| docs.iter().find(|d| d.id == "director").map_or(0.0, |d| d.score);
+    assert!(rank(&on).is_some(), "the bridge's page is found: {on:?}");
+    assert!(rank(&off).is_none_or(|r| r >= rank(&on).unwrap()) && score(&off) < score(&on), "without qualified titles it falls: {off:?}\non: {on:?}");
+}
+
 #[test]
 fn a_name_the_page_gives_as_an_alias_gets_that_page() {
     let docs = vec![

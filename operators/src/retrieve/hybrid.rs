@@ -154,7 +154,8 @@ pub struct HybridParams {
     /// count: "the place of birth of X" names X, not the page about places of birth.
     pub name_pages: f64,
     /// An entity without a page titled by its name has as its own pages those titled by its name
-    /// and a qualifier in parentheses ("James Young (director)"), or failing those, the page of a
+    /// and a qualifier in parentheses ("James Young (director)"; first those that mention it,
+    /// then any: "David Bradley (director)" writes "David Shedd Bradley"), or failing those, the page of a
     /// shorter form of a styled name ("George I of Greece" for "King George I of Greece"), for
     /// named and fact pages and facts per name (false: exact titles only).
     pub page_variants: bool,
@@ -786,6 +787,21 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<
         docs(e).filter(|d| d.title_key().len() > e.id().len() && d.title_key().starts_with(e.id()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id())).collect();
     if !qualified.is_empty() {
         return qualified;
+    }
+    // titled so though the page writes the name otherwise: "David Bradley (director)", whose
+    // text says "David Shedd Bradley", for the "David Bradley" a film's page names
+    let titled: Vec<DocView<'g>> = crate::normalize::words(e.id())
+        .map(|w| g.entities_with_word(w))
+        .min_by_key(Vec::len)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|id| id.strip_prefix(e.id()).is_some_and(|rest| rest.starts_with(' ')))
+        .filter_map(|id| g.entity(id))
+        .flat_map(exact)
+        .filter(|d| unqualified(d.title()).is_some_and(|t| normalize(t) == e.id()))
+        .collect();
+    if !titled.is_empty() {
+        return titled;
     }
     // a styled name whose page is titled by a shorter form ("King George I of Greece")
     let shorter = shorter_forms(e.name()).into_iter().filter_map(|f| g.entity(&normalize(f))).map(exact).find(|pages| !pages.is_empty()).unwrap_or_default();
