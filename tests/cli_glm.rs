@@ -46,8 +46,20 @@ fn inspect_prints_tokens_positions_mask_buckets_and_entity_vectors() {
 #[test]
 fn bench_glm_prints_figures() {
     let out = streamrag(&["bench", "glm", "--models", "small", "--triplets", "8", "--batch", "1,2", "--iters", "1", "--warmup", "0"]);
-    let rows: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("small")).collect();
+    let rows: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("small ")).collect();
     assert_eq!(rows.len(), 2, "{out}");
     let qps: f64 = rows[0].split_whitespace().nth(5).unwrap().parse().unwrap();
     assert!(qps > 0.0, "{out}");
+}
+
+/// The GPU's correctness check, run on the CPU against itself: both encoders get the same
+/// weights, so their entity vectors are equal (a difference would be the check's own fault).
+#[test]
+fn bench_glm_compares_the_same_weights_across_devices() {
+    let out = streamrag(&["bench", "glm", "--models", "small", "--triplets", "8", "--iters", "1", "--warmup", "0", "--compare-cpu"]);
+    let line = out.lines().find(|l| l.starts_with("small: max |cpu - ")).unwrap_or_else(|| panic!("{out}"));
+    let diff: f64 = line.split(" = ").nth(1).and_then(|x| x.split_whitespace().next()).unwrap().parse().unwrap();
+    let scale: f64 = line.split(" = ").nth(2).and_then(|x| x.split_whitespace().next()).unwrap().parse().unwrap();
+    assert_eq!(diff, 0.0, "{out}");
+    assert!(scale > 0.0, "{out}");
 }

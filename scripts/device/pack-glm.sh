@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Packs what the GLM training + evaluation run on the H200 needs into one ignored file under
 # the 64 MiB carry limit: the CUDA binary (xz), all-MiniLM-L6-v2 with its weights in f16
-# (the loader converts to f32), and the 2Wiki dataset.
-#   scripts/build-cuda.sh && scripts/device/pack-glm.sh   -> target/device-glm.tar (~58 MB)
+# (the loader converts to f32), the 2Wiki dataset and, with GRAPH_FROM=DIR (the --data
+# directory of an earlier `streamrag eval` on 2Wiki), that graph (xz, ~4 MB), so that the
+# device trains at once instead of indexing the corpus (~10 minutes on one extractor thread).
+#   scripts/build-cuda.sh && GRAPH_FROM=/tmp/ev/2wiki scripts/device/pack-glm.sh
+#                                                   -> target/device-glm.tar (~62 MB; the working tree
+#                                                      travels too, 64 MiB in all)
 # Then the device tool: carry ["target/device-glm.tar"], command
-#   bash scripts/device/train_eval_glm.sh          (timeout ~540 s; results under $OUT)
+#   bash scripts/device/all.sh          (timeout_s 590; results under $OUT)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -46,6 +50,12 @@ with open(dst, "wb") as f:
     for c in chunks:
         f.write(c)
 PY
+# f16 weights still lose ~10% to xz: 45.4 -> 40.8 MB, which keeps the pack under the limit
+(cd "$STAGE" && tar -cf - minilm | xz -T2 -6 > minilm.tar.xz) && rm -rf "$STAGE/minilm"
 cp "$DATASET"/*.json.gz "$STAGE/2wiki/"
+if [ -n "${GRAPH_FROM:-}" ]; then
+  [ -f "$GRAPH_FROM/graph/db" ] || { echo "no graph at $GRAPH_FROM/graph (GRAPH_FROM: an eval's --data directory)" >&2; exit 1; }
+  tar -cf - -C "$GRAPH_FROM" graph | xz -T2 -6 > "$STAGE/data.tar.xz"
+fi
 tar -cf "$ROOT/target/device-glm.tar" -C "$STAGE" .
 ls -la "$ROOT/target/device-glm.tar"

@@ -2,25 +2,38 @@
 # On the H200 (through the device tool, with target/device-glm.tar from pack-glm.sh carried):
 # trains the GLM retriever at the paper's budget (600 triplets, 2 epochs, batch 2) on 2Wiki
 # questions 0-499 on CUDA, evaluates it on 500-999 through the query stage (on the GPU), and
-# records peak GPU memory. Everything lands under $OUT; the checkpoint stays there (too big
-# to bring back with its optimizer state, so only glm.json comes back).
+# records peak GPU memory. Everything lands under $OUT (the report keeps its per-question
+# part); the checkpoint stays there (too big to bring back with its optimizer state, so only
+# glm.json comes back).
 set -uo pipefail
 OUT=${OUT:-/tmp/glm-train-out}
 W=/tmp/glm-train
-mkdir -p "$OUT" "$W/bin" && tar -xf target/device-glm.tar -C "$W" && tar -xJf "$W/bin.tar.xz" -C "$W/bin"
+# tar -J needs xz, which the device may lack: Python's lzma reads the same file
+unxz() { tar -xJf "$1" -C "$2" 2>/dev/null || /opt/torch/.venv/bin/python3 -c "import sys,tarfile; tarfile.open(sys.argv[1],'r:xz').extractall(sys.argv[2])" "$1" "$2"; }
+if [ ! -x "$W/bin/streamrag" ]; then
+  mkdir -p "$W/bin" && tar -xf target/device-glm.tar -C "$W" && unxz "$W/bin.tar.xz" "$W/bin" && unxz "$W/minilm.tar.xz" "$W"
+fi
+[ "${1:-}" = --unpack-only ] && exit 0
+mkdir -p "$OUT" "$W/data"
+# the graph pack-glm.sh carried (GRAPH_FROM): train on it as it is; else train indexes the
+# corpus into data/ and eval reads the same graph
+INDEXED=()
+if [ -f "$W/data.tar.xz" ] && [ ! -d "$W/data/graph" ]; then unxz "$W/data.tar.xz" "$W/data"; fi
+[ -d "$W/data/graph" ] && INDEXED=(--indexed)
 export LD_LIBRARY_PATH="$(/opt/torch/.venv/bin/python3 -c "import nvidia,glob,os; print(':'.join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p,'*','lib')) if os.path.isdir(d))))"):/usr/local/nvidia/lib64:$W/bin/lib"
 export STREAMRAG_MINILM_DIR=$W/minilm STREAMRAG_LOG=warn,streamrag::retrieval_cmd=info
-nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/gpu-mem.csv" &
+# the device tool brings back 8 files at most: the memory trace stays outside $OUT
+MEM=$(mktemp)
+nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$MEM" &
 SMI=$!
 cd "$W"
-timeout 330 ./bin/streamrag train --dataset 2wiki --questions 0..500 --out ckpt --device cuda \
-  --max-triplets 600 --epochs 2 --batch-size 2 --save-every 100 > "$OUT/train.txt" 2>&1
+timeout ${TRAIN_S:-330} ./bin/streamrag train --dataset 2wiki --questions 0..500 --out ckpt --device cuda \
+  --data data "${INDEXED[@]}" --max-triplets 600 --epochs 2 --batch-size 2 --save-every 100 > "$OUT/train.txt" 2>&1
 echo "train exit $?" >> "$OUT/train.txt"
 cp ckpt/glm.json "$OUT/" 2>/dev/null
-timeout 150 ./bin/streamrag eval --dataset 2wiki --questions 500..1000 --retriever glm --checkpoint ckpt \
-  --glm-batch 8 --concurrency 16 --report "$OUT/glm-test.json" > "$OUT/eval.txt" 2>&1
+timeout ${EVAL_S:-150} ./bin/streamrag eval --dataset 2wiki --data data --indexed --questions 500..1000 --retriever glm \
+  --checkpoint ckpt --glm-batch 8 --concurrency 16 --report "$OUT/glm-test.json" > "$OUT/eval.txt" 2>&1
 echo "eval exit $?" >> "$OUT/eval.txt"
 kill $SMI
-sort -n "$OUT/gpu-mem.csv" | tail -1 > "$OUT/gpu-mem-peak-mib.txt"
-python3 -c "import json,sys; r=json.load(open(sys.argv[1])); r.pop('per_question',None); json.dump(r,open(sys.argv[1],'w'),indent=1)" "$OUT/glm-test.json" 2>/dev/null
-tail -3 "$OUT/train.txt"; cat "$OUT/eval.txt" "$OUT/gpu-mem-peak-mib.txt"
+echo "peak GPU memory MiB: $(sort -n "$MEM" | tail -1)" >> "$OUT/eval.txt"
+tail -3 "$OUT/train.txt"; cat "$OUT/eval.txt"

@@ -43,6 +43,11 @@ pub struct BenchGlmArgs {
     /// Write each model's batch-1 inputs here (for the PyTorch comparison).
     #[arg(long)]
     pub dump_inputs: Option<PathBuf>,
+    /// Before timing, encode the same batch-1 subgraph with the same weights (f32) on the CPU
+    /// and on --device, and print the largest difference of the entity vectors: a GPU's
+    /// correctness check.
+    #[arg(long)]
+    pub compare_cpu: bool,
 }
 
 /// Word-level stand-in tokenizer for benchmarks: each word a fixed id in the vocabulary.
@@ -92,6 +97,10 @@ pub fn run(a: BenchGlmArgs) -> Result<()> {
     println!("{:>6} {:>6} {:>7} {:>10} {:>10} {:>10} {:>12}", "model", "batch", "tokens", "p50 ms", "p95 ms", "queries/s", "peak RSS MiB");
     for m in &a.models {
         let cfg = T5Config::preset(m).ok_or_else(|| anyhow!("unknown model {m:?} (small, base, large)"))?;
+        if a.compare_cpu {
+            let (diff, scale) = compare_with_cpu(&cfg, a.triplets, &device)?;
+            println!("{m}: max |cpu - {device:?}| = {diff:.3e} over entity vectors of max |x| = {scale:.3e} (relative {:.3e})", diff / scale.max(f32::MIN_POSITIVE));
+        }
         let vm = candle_nn::VarMap::new();
         let vb = VarBuilder::from_varmap(&vm, dtype, &device);
         let enc = T5GraphEncoder::new(vb, cfg.clone(), EXTRA_BUCKETS)?;
@@ -126,4 +135,31 @@ pub fn run(a: BenchGlmArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The largest absolute difference between the entity vectors the encoder gives on the CPU and
+/// on `device` for one synthetic subgraph, with the same random weights (made on the CPU and
+/// copied) in f32, and the largest absolute value of the CPU's.
+fn compare_with_cpu(cfg: &T5Config, triplets: usize, device: &candle_core::Device) -> Result<(f32, f32)> {
+    let cpu = candle_core::Device::Cpu;
+    // the weights' names and shapes from a first build, then both encoders from the same
+    // random values (built after them: the bias table's extra rows are copied at build time)
+    let vm = candle_nn::VarMap::new();
+    T5GraphEncoder::new(VarBuilder::from_varmap(&vm, DType::F32, &cpu), cfg.clone(), EXTRA_BUCKETS)?;
+    let mut weights = std::collections::HashMap::new();
+    for (name, var) in vm.data().lock().map_err(|_| anyhow!("weights lock poisoned"))?.iter() {
+        weights.insert(name.clone(), Tensor::randn(0f32, 0.02, var.as_tensor().shape(), &cpu)?);
+    }
+    let on_device = weights.iter().map(|(k, v)| Ok((k.clone(), v.to_device(device)?))).collect::<Result<std::collections::HashMap<_, _>>>()?;
+    let enc_cpu = T5GraphEncoder::new(VarBuilder::from_tensors(weights, DType::F32, &cpu), cfg.clone(), EXTRA_BUCKETS)?;
+    let enc_dev = T5GraphEncoder::new(VarBuilder::from_tensors(on_device, DType::F32, device), cfg.clone(), EXTRA_BUCKETS)?;
+    let g = synthetic_graph(triplets, cfg.vocab_size as u32, 0);
+    let on = |enc: &T5GraphEncoder, dev: &candle_core::Device| -> Result<Tensor> {
+        let batch = Batch::new(&[&g], enc.mask_bucket(), DType::F32, dev)?;
+        Ok(enc.encode(&batch)?[0].to_device(&cpu)?)
+    };
+    let (x, y) = (on(&enc_cpu, &cpu)?, on(&enc_dev, device)?);
+    let diff = (&x - &y)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+    let scale = x.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+    Ok((diff, scale))
 }
