@@ -27,8 +27,17 @@ MEM=$(mktemp)
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$MEM" &
 SMI=$!
 cd "$W"
-timeout ${TRAIN_S:-330} ./bin/streamrag train --dataset 2wiki --questions 0..500 --out ckpt --device cuda \
-  --data data "${INDEXED[@]}" --max-triplets 600 --epochs 2 --batch-size 2 --save-every 100 > "$OUT/train.txt" 2>&1
+# TRIPLETS: the subgraph budget (the paper's 600 needs ~4,000 tokens a subgraph here, more than
+# 139 GB for training at batch 2 as of 2026-12-04); PROBE_STEPS: a short first run whose
+# per-step profile (subgraphs, forward, backward, optimizer) lands in probe.txt before the
+# full run resumes from its checkpoint
+TRAIN=(./bin/streamrag train --dataset 2wiki --questions 0..500 --out ckpt --device cuda --data data "${INDEXED[@]}"
+  --max-triplets "${TRIPLETS:-600}" --epochs 2 --batch-size 2 --save-every 50)
+if [ -n "${PROBE_STEPS:-}" ]; then
+  timeout 90 "${TRAIN[@]}" --max-steps "$PROBE_STEPS" > "$OUT/probe.txt" 2>&1
+  echo "probe exit $? peak GPU memory MiB: $(sort -n "$MEM" | tail -1)" >> "$OUT/probe.txt"
+fi
+timeout ${TRAIN_S:-330} "${TRAIN[@]}" > "$OUT/train.txt" 2>&1
 echo "train exit $?" >> "$OUT/train.txt"
 cp ckpt/glm.json "$OUT/" 2>/dev/null
 timeout ${EVAL_S:-150} ./bin/streamrag eval --dataset 2wiki --data data --indexed --questions 500..1000 --retriever glm \

@@ -156,7 +156,7 @@ impl BertGraphEncoder {
         let x = x.broadcast_add(&pos.unsqueeze(0)?)?;
         let x = x.broadcast_add(&self.token_type.forward(&Tensor::zeros(1, DType::U32, &self.device)?)?.unsqueeze(0)?)?;
         let mut x = layer_norm(&self.emb_norm, &x)?;
-        let bias = Tensor::cat(&[&self.table, &self.mask_row], 0)?.index_select(&buckets.flatten_all()?, 0)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
+        let bias = crate::ops::gather_rows(&Tensor::cat(&[&self.table, &self.mask_row], 0)?, buckets)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
         let scale = 1.0 / (dh as f64).sqrt();
         for layer in &self.layers {
             let split = |t: Tensor| -> Result<Tensor> { t.reshape((b, l, heads, dh))?.transpose(1, 2)?.contiguous() };

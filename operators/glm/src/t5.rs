@@ -274,8 +274,7 @@ impl T5GraphEncoder {
     pub fn forward(&self, input_ids: &Tensor, buckets: &Tensor, token_mask: &Tensor) -> Result<Tensor> {
         let (b, l) = input_ids.dims2()?;
         let heads = self.config.num_heads;
-        let flat = buckets.flatten_all()?;
-        let bias = self.bias_table()?.index_select(&flat, 0)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
+        let bias = crate::ops::gather_rows(&self.bias_table()?, buckets)?.reshape((b, l, l, heads))?.permute((0, 3, 1, 2))?.contiguous()?;
         let mut x = self.embed.forward(input_ids)?;
         for blk in &self.blocks {
             let h = blk.attn.forward(&blk.attn_norm.forward(&x)?, &bias)?;

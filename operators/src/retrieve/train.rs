@@ -153,6 +153,7 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
     let qvecs = r.model.question.embed_vecs(&texts)?;
     let mut examples = Vec::new();
     let (mut no_graph, mut no_positive) = (0, 0);
+    let mut tokens: Vec<usize> = Vec::new();
     let prep_t0 = Instant::now();
     progress.start("prepare", questions.len() as u64);
     for ((q, gold), qvec) in questions.iter().zip(qvecs) {
@@ -166,9 +167,15 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
             no_positive += 1;
             continue;
         }
+        tokens.push(graph.len());
         examples.push(Example { question: q.clone(), qvec, gold: gold.clone() });
     }
     progress.finish();
+    // attention memory grows with the square of these: what decides the batch a device holds
+    tokens.sort_unstable();
+    if let (Some(max), false) = (tokens.last(), tokens.is_empty()) {
+        progress.note(format!("tokens per subgraph: p50 {}, p90 {}, max {max}", tokens[tokens.len() / 2], tokens[tokens.len() * 9 / 10]));
+    }
     let found = format!(
         "{} training examples of {} questions ({no_graph} link to nothing, {no_positive} have no gold entity in their subgraph)",
         examples.len(),
@@ -185,6 +192,7 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
     let seconds_before = t.seconds;
     let mut steps_this_run = 0;
     let mut ema: Option<f64> = None;
+    let mut phases = Phases::default();
     let save = |r: &GlmRetriever, opt: &AdamW| -> Result<(), TrainError> {
         std::fs::create_dir_all(&o.out).map_err(Error::io(&o.out))?;
         let tmp = o.out.join("optimizer.safetensors.tmp");
@@ -202,9 +210,10 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
                 progress.finish();
                 r.model.config.training.seconds = seconds_before + t0.elapsed().as_secs_f64();
                 save(&r, &opt)?;
-                progress.note(format!("stopped after {steps_this_run} steps in {:.1}s (--max-steps); run again to resume", t0.elapsed().as_secs_f64()));
+                progress.note(format!("stopped after {steps_this_run} steps in {:.1}s (--max-steps); run again to resume; per step {phases}", t0.elapsed().as_secs_f64()));
                 return Ok(Trained { training: r.model.config.training.clone(), stopped_early: true, steps_this_run });
             }
+            let phase_t0 = Instant::now();
             let start = r.model.config.training.next;
             let idx = &order[start..(start + bs).min(examples.len())];
             let mut graphs = Vec::with_capacity(idx.len());
@@ -218,6 +227,8 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
                 qv.extend_from_slice(&e.qvec);
             }
             let refs: Vec<&TokenizedGraph> = graphs.iter().collect();
+            phases.add(0, &phase_t0);
+            let phase_t0 = Instant::now();
             let q = Tensor::from_vec(qv, (idx.len(), r.model.config.question_dim), &o.device)?;
             let (logits, batch) = r.model.logits(&refs, &q)?;
             let e_max = logits.dim(1)?;
@@ -234,7 +245,16 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
             let mask = Tensor::from_vec(mask, (idx.len(), e_max), &o.device)?.to_dtype(DType::F32)?;
             let loss = glm_loss(&logits, &lab, &mask)?;
             let lv = loss.to_scalar::<f32>()? as f64;
-            opt.step(&loss.backward()?)?;
+            phases.add(1, &phase_t0);
+            // each phase waits for the device, so that its time is its own
+            let phase_t0 = Instant::now();
+            let grads = loss.backward()?;
+            o.device.synchronize()?;
+            phases.add(2, &phase_t0);
+            let phase_t0 = Instant::now();
+            opt.step(&grads)?;
+            o.device.synchronize()?;
+            phases.add(3, &phase_t0);
             ema = Some(ema.map_or(lv, |e| 0.95 * e + 0.05 * lv));
             let tr = &mut r.model.config.training;
             tr.next += idx.len();
@@ -245,7 +265,7 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
             progress.say(format!("loss {:.3}", tr.last_loss));
             if o.save_every > 0 && tr.steps.is_multiple_of(o.save_every) {
                 tr.seconds = seconds_before + t0.elapsed().as_secs_f64();
-                tracing::info!(epoch = epoch + 1, step = tr.steps, examples = tr.next, loss = tr.last_loss, seconds = tr.seconds as u64, "checkpoint saved");
+                tracing::info!(epoch = epoch + 1, step = tr.steps, examples = tr.next, loss = tr.last_loss, seconds = tr.seconds as u64, per_step = %phases, "checkpoint saved");
                 save(&r, &opt)?;
             }
         }
@@ -254,10 +274,35 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
         tr.epochs_done += 1;
         tr.next = 0;
         tr.seconds = seconds_before + t0.elapsed().as_secs_f64();
-        progress.note(format!("epoch {} done: loss (moving average) {:.4}, {:.0}s so far", tr.epochs_done, tr.last_loss, tr.seconds));
+        progress.note(format!("epoch {} done: loss (moving average) {:.4}, {:.0}s so far; per step {phases}", tr.epochs_done, tr.last_loss, tr.seconds));
         save(&r, &opt)?;
     }
     Ok(Trained { training: r.model.config.training.clone(), stopped_early: false, steps_this_run })
+}
+
+/// Where a training step's time goes: building the subgraphs (CPU), the forward pass and
+/// loss, the backward pass, the optimizer; what to profile first on a new device.
+#[derive(Default)]
+struct Phases {
+    ms: [f64; 4],
+    steps: usize,
+}
+
+impl Phases {
+    fn add(&mut self, phase: usize, since: &Instant) {
+        self.ms[phase] += since.elapsed().as_secs_f64() * 1e3;
+        if phase == 3 {
+            self.steps += 1;
+        }
+    }
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.steps.max(1) as f64;
+        let [p, fw, bw, opt] = self.ms.map(|x| x / n);
+        write!(f, "subgraphs {p:.0} ms, forward {fw:.0} ms, backward {bw:.0} ms, optimizer {opt:.0} ms")
+    }
 }
 
 #[cfg(test)]
