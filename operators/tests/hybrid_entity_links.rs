@@ -153,16 +153,22 @@ fn a_question_about_two_named_things_follows_the_facts_of_both() {
     assert!(!ids(&off).contains(&"jh".to_string()), "without facts per name the rarer name's facts drown the other's: {:?}", off.documents);
 }
 
-#[test]
-fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
-    let docs = vec![
+/// A film, its director's page "David Bradley (director)" with the text given, its star's page,
+/// a review naming both, and a page nothing asks about.
+fn talk_about_a_stranger(director_text: &str) -> Vec<(String, String, String)> {
+    vec![
         doc("film", "Talk About a Stranger", "Talk About a Stranger is a 1952 American film noir directed by David Bradley and starring George Murphy."),
-        doc("director", "David Bradley (director)", "David Bradley was an American film director and film historian. He later taught film at UCLA."),
-        doc("actor", "David Bradley (actor)", "David Bradley is an English actor. David Bradley was born in York."),
+        doc("director", "David Bradley (director)", director_text),
         doc("murphy", "George Murphy", "George Murphy was an American dancer and actor. George Murphy starred in Talk About a Stranger."),
         doc("review", "Film noir revival", "The critic Ann Lowe praised David Bradley and George Murphy in a 1990 essay on film noir."),
         doc("ucla", "UCLA", "UCLA is a public university in Los Angeles."),
-    ];
+    ]
+}
+
+#[test]
+fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
+    let mut docs = talk_about_a_stranger("David Bradley was an American film director and film historian. He later taught film at UCLA.");
+    docs.insert(2, doc("actor", "David Bradley (actor)", "David Bradley is an English actor. David Bradley was born in York."));
     let dir = tempfile::tempdir().unwrap();
     let (g, h) = hybrid_over(dir.path(), docs);
     assert!(g.entity("david bradley").is_some_and(|e| e.docs().any(|d| d == "film")), "the film names him without the qualifier");
@@ -184,13 +190,7 @@ fn a_bridge_whose_page_is_titled_with_a_qualifier_still_gets_its_page() {
 /// Bradley", so the name the film's page gives is never mentioned there: the title alone finds it.
 #[test]
 fn a_qualified_page_that_writes_the_name_longer_is_found_by_its_title() {
-    let docs = vec![
-        doc("film", "Talk About a Stranger", "Talk About a Stranger is a 1952 American film noir directed by David Bradley and starring George Murphy."),
-        doc("director", "David Bradley (director)", "David Shedd Bradley was an American film director and film historian. He later taught film at UCLA."),
-        doc("murphy", "George Murphy", "George Murphy was an American dancer and actor. George Murphy starred in Talk About a Stranger."),
-        doc("review", "Film noir revival", "The critic Ann Lowe praised David Bradley and George Murphy in a 1990 essay on film noir."),
-        doc("ucla", "UCLA", "UCLA is a public university in Los Angeles."),
-    ];
+    let docs = talk_about_a_stranger("David Shedd Bradley was an American film director and film historian. He later taught film at UCLA.");
     let dir = tempfile::tempdir().unwrap();
     let (g, h) = hybrid_over(dir.path(), docs);
     assert!(g.entity("david bradley").is_some_and(|e| !e.docs().any(|d| d == "director")), "the director's page never writes \"David Bradley\"");

@@ -783,8 +783,11 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<
     if !own.is_empty() || !p.page_variants {
         return own;
     }
-    let qualified: Vec<DocView<'g>> =
-        docs(e).filter(|d| d.title_key().len() > e.id().len() && d.title_key().starts_with(e.id()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id())).collect();
+    // titled by the name and a qualifier: the key goes on past the name, the title without its
+    // qualifier is the name
+    let extends_name = |key: &str| key.strip_prefix(e.id()).is_some_and(|rest| rest.starts_with(' '));
+    let qualified_title = |d: &DocView<'g>| extends_name(d.title_key()) && unqualified(d.title()).is_some_and(|t| normalize(t) == e.id());
+    let qualified: Vec<DocView<'g>> = docs(e).filter(qualified_title).collect();
     if !qualified.is_empty() {
         return qualified;
     }
@@ -795,10 +798,10 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<
         .min_by_key(Vec::len)
         .unwrap_or_default()
         .into_iter()
-        .filter(|id| id.strip_prefix(e.id()).is_some_and(|rest| rest.starts_with(' ')))
+        .filter(|id| extends_name(id))
         .filter_map(|id| g.entity(id))
         .flat_map(exact)
-        .filter(|d| unqualified(d.title()).is_some_and(|t| normalize(t) == e.id()))
+        .filter(qualified_title)
         .collect();
     if !titled.is_empty() {
         return titled;

@@ -173,7 +173,7 @@ pub fn train(g: &GraphState, questions: &[(String, HashSet<String>)], o: &TrainO
     progress.finish();
     // attention memory grows with the square of these: what decides the batch a device holds
     tokens.sort_unstable();
-    if let (Some(max), false) = (tokens.last(), tokens.is_empty()) {
+    if let Some(max) = tokens.last() {
         progress.note(format!("tokens per subgraph: p50 {}, p90 {}, max {max}", tokens[tokens.len() / 2], tokens[tokens.len() * 9 / 10]));
     }
     let found = format!(
