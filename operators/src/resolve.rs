@@ -1,10 +1,11 @@
 //! The resolve stage: mentions -> canonical entity ids. The id of a name is its normalised
 //! form ([`crate::normalize::normalize`]), stable across runs and processes. With an
-//! [`EntityResolver`] a name never seen before is embedded (all-MiniLM-L6-v2) and joins the
-//! most similar existing entity when their cosine reaches the threshold (0.8, as in GFM-RAG
-//! and HippoRAG); the nearest entity is found with an HNSW index, so resolving a name costs
-//! about log(entities), not a pass over them. A merge shows in the graph delta as an entity
-//! ref whose id is not its name's normalised form.
+//! [`EntityResolver`] a name never seen before joins an existing entity only when the two are
+//! the same name ([`name_key`]); otherwise it is embedded (all-MiniLM-L6-v2) and becomes its
+//! own entity with synonym links to the entities it probably also names (cosine >= 0.8, as
+//! HippoRAG's synonym edges; found with an HNSW index, so resolving a name costs about
+//! log(entities)). A merge shows in the graph delta as an entity ref whose id is not its
+//! name's normalised form.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -92,6 +93,29 @@ fn numbers_compatible(a: &str, b: &str) -> bool {
     small.iter().all(|x| large.contains(x))
 }
 
+/// The form under which two names are the same name, so that joining them needs no other
+/// evidence: the normalised name with "jr", "sr" and "st" written out ("Martin Luther King
+/// Jr." and "Martin Luther King Junior"). Articles stay: "Outlaw Express" and "The Outlaw
+/// Express" are two films. "Barack H. Obama" and "Barack Obama" differ too: a middle initial can
+/// part two people (George Bush, George W. Bush). Empty when nothing is left.
+pub fn name_key(norm: &str) -> String {
+    crate::normalize::words(norm)
+        .map(|w| match w {
+            "jr" => "junior",
+            "sr" => "senior",
+            "st" => "saint",
+            w => w,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The normalised name without its parenthesised qualifier, for a name that has one:
+/// "David Bradley (director)" -> "david bradley".
+fn base_of(name: &str) -> Option<String> {
+    crate::normalize::unqualified(name).map(normalize).filter(|b| !b.is_empty())
+}
+
 /// Opens (or creates) the resolver's decision store under `dir`.
 pub fn open_store(dir: &std::path::Path) -> Result<sled::Tree, sled::Error> {
     sled::open(dir)?.open_tree("decisions")
@@ -102,14 +126,37 @@ pub fn open_store(dir: &std::path::Path) -> Result<sled::Tree, sled::Error> {
 pub enum Resolution {
     /// Seen before (this normalised form): no embedding, no search.
     Known,
-    /// A new entity.
+    /// A new entity, like no other.
     New,
-    /// Joined an existing entity.
+    /// A new entity with synonym links to existing ones (see [`EntityResolver::links`]).
+    Linked,
+    /// Joined an existing entity: the two are the same name ([`name_key`]).
     Merged,
 }
 
-/// Embedding-based entity resolution with bounded cost per name; its decisions persist in a
-/// sled tree and are reloaded (and the index rebuilt) at start.
+/// A synonym link: the entity a name probably also names, and how sure (the cosine of the two
+/// names' embeddings).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Link {
+    pub to: String,
+    pub confidence: f32,
+}
+
+/// A name never seen before, ready to decide: its normalised form, its base when it is
+/// qualified ([`base_of`]) and its unit embedding.
+#[derive(Debug, Clone)]
+pub struct NewName {
+    pub norm: String,
+    pub base: Option<String>,
+    pub vector: Vec<f32>,
+}
+
+impl NewName {
+    pub fn new(name: &str, vector: Vec<f32>) -> Self {
+        NewName { norm: normalize(name), base: base_of(name), vector }
+    }
+}
+
 /// Why the entity resolver failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolverError {
@@ -121,11 +168,30 @@ pub enum ResolverError {
     Model(#[from] streamrag_glm::Error),
 }
 
+/// Most links one name keeps.
+const MAX_LINKS: usize = 3;
+
+/// Entity resolution with bounded cost per name and two outcomes. A new name joins an
+/// existing entity only when the two are the same name ([`name_key`]): a merge cannot be taken
+/// back, so it needs evidence no document can withdraw. Otherwise it becomes its own entity,
+/// linked to the entities it probably also names: the nearest by embedding at or above the
+/// threshold whose numbers agree, and the bare name and its qualified forms ("David Bradley",
+/// "David Bradley (director)") unless two different qualifiers part them. Decisions persist in
+/// a sled tree and are reloaded (and the index rebuilt) at start.
 pub struct EntityResolver {
     encoder: SentenceEncoder,
     pub threshold: f32,
     /// Normalised name -> canonical id, for every name ever resolved.
     names: HashMap<String, String>,
+    /// [`name_key`] -> entity id.
+    keys: HashMap<String, String>,
+    /// Entity id -> HNSW node.
+    node_of: HashMap<String, u32>,
+    /// Qualified entity id -> its base; base -> the qualified entities with it.
+    base: HashMap<String, String>,
+    qualified: HashMap<String, Vec<String>>,
+    /// Entity id -> its synonym links, best first.
+    links: HashMap<String, Vec<Link>>,
     /// HNSW node -> canonical id.
     nodes: Vec<String>,
     index: Hnsw,
@@ -138,31 +204,59 @@ impl EntityResolver {
         // Names are a few tokens long: larger batches than passages.
         encoder.batch_size = encoder.batch_size.max(64);
         let dim = encoder.dim();
-        let mut r = EntityResolver { encoder, threshold, names: HashMap::new(), nodes: Vec::new(), index: Hnsw::new(dim, HnswParams::default()), store };
-        if let Some(tree) = &r.store {
-            for kv in tree.scan_prefix(b"n\0") {
-                let (k, v) = kv?;
-                r.names.insert(String::from_utf8_lossy(&k[2..]).into_owned(), String::from_utf8_lossy(&v).into_owned());
+        let mut r = EntityResolver {
+            encoder,
+            threshold,
+            names: HashMap::new(),
+            keys: HashMap::new(),
+            node_of: HashMap::new(),
+            base: HashMap::new(),
+            qualified: HashMap::new(),
+            links: HashMap::new(),
+            nodes: Vec::new(),
+            index: Hnsw::new(dim, HnswParams::default()),
+            store,
+        };
+        let Some(tree) = r.store.clone() else { return Ok(r) };
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        for kv in tree.scan_prefix(b"n\0") {
+            let (k, v) = kv?;
+            r.names.insert(text(&k[2..]), text(&v));
+        }
+        for kv in tree.scan_prefix(b"q\0") {
+            let (k, v) = kv?;
+            r.add_base(text(&k[2..]), text(&v));
+        }
+        for kv in tree.scan_prefix(b"l\0") {
+            let (k, v) = kv?;
+            let links: Vec<Link> = serde_json::from_slice(&v).map_err(|e| ResolverError::Corrupt(format!("the links of {:?}: {e}", text(&k[2..]))))?;
+            r.links.insert(text(&k[2..]), links);
+        }
+        // Vectors in insertion order (the key is a sequence number): the rebuilt index is
+        // the one the decisions were made with.
+        for kv in tree.scan_prefix(b"v\0") {
+            let (_, v) = kv?;
+            let cut = v.iter().position(|&b| b == 0).ok_or_else(|| ResolverError::Corrupt("a stored vector has no name".into()))?;
+            let id = text(&v[..cut]);
+            let floats: Vec<f32> = v[cut + 1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            if floats.len() != dim {
+                return Err(ResolverError::Corrupt(format!("a stored vector has {} floats, the encoder makes {dim}", floats.len())));
             }
-            // Vectors in insertion order (the key is a sequence number): the rebuilt index is
-            // the one the decisions were made with.
-            let mut vectors = Vec::new();
-            for kv in tree.scan_prefix(b"v\0") {
-                let (_, v) = kv?;
-                let cut = v.iter().position(|&b| b == 0).ok_or_else(|| ResolverError::Corrupt("a stored vector has no name".into()))?;
-                let id = String::from_utf8_lossy(&v[..cut]).into_owned();
-                let floats: Vec<f32> = v[cut + 1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-                if floats.len() != dim {
-                    return Err(ResolverError::Corrupt(format!("a stored vector has {} floats, the encoder makes {dim}", floats.len())));
-                }
-                vectors.push((id, floats));
-            }
-            for (id, v) in vectors {
-                r.index.insert(&v);
-                r.nodes.push(id);
-            }
+            r.add_node(id, &floats);
         }
         Ok(r)
+    }
+
+    fn add_node(&mut self, id: String, v: &[f32]) {
+        let node = self.index.insert(v);
+        self.keys.entry(name_key(&id)).or_insert_with(|| id.clone());
+        self.node_of.insert(id.clone(), node);
+        self.nodes.push(id);
+    }
+
+    fn add_base(&mut self, id: String, base: String) {
+        self.qualified.entry(base.clone()).or_default().push(id.clone());
+        self.base.insert(id, base);
     }
 
     pub fn entities(&self) -> usize {
@@ -174,21 +268,59 @@ impl EntityResolver {
         self.names.get(norm).map(|s| s.as_str())
     }
 
+    /// The synonym links of an entity, best first.
+    pub fn links(&self, id: &str) -> &[Link] {
+        self.links.get(id).map(Vec::as_slice).unwrap_or_default()
+    }
+
     pub fn encoder(&self) -> &SentenceEncoder {
         &self.encoder
     }
 
-    /// The entity a new name (normalised, with its unit embedding) would join: the most
-    /// similar of its nearest entities at or above the threshold whose numbers agree.
-    /// `exact` searches every entity instead of the index (the baseline).
-    pub fn nearest(&self, norm: &str, v: &[f32], exact: bool) -> Option<String> {
-        let found = if exact { self.index.search_exact(v, 5) } else { self.index.search(v, 5) };
+    /// The entity a new name would join: one already known under the same [`name_key`].
+    pub fn same_name(&self, norm: &str) -> Option<&str> {
+        let key = name_key(norm);
+        (!key.is_empty()).then(|| self.keys.get(&key)).flatten().map(String::as_str)
+    }
+
+    /// The most similar of the `k` nearest entities at or above the threshold whose numbers
+    /// agree, most similar first. `exact` searches every entity instead of the index (the
+    /// baseline).
+    pub fn nearest(&self, norm: &str, v: &[f32], k: usize, exact: bool) -> Vec<(String, f32)> {
+        let found = if exact { self.index.search_exact(v, k) } else { self.index.search(v, k) };
         found
             .into_iter()
             .filter(|&(_, sim)| sim >= self.threshold)
-            .map(|(node, _)| &self.nodes[node as usize])
-            .find(|c| numbers_compatible(norm, c))
-            .cloned()
+            .map(|(node, sim)| (self.nodes[node as usize].clone(), sim))
+            .filter(|(c, _)| c != norm && numbers_compatible(norm, c))
+            .collect()
+    }
+
+    /// The links a new name would get (before it is added): its nearest entities, and the
+    /// bare and qualified forms of its name, unless two different qualifiers part them.
+    pub fn link_candidates(&self, name: &NewName) -> Vec<Link> {
+        let cos = |id: &str| self.node_of.get(id).map(|&n| self.index.vector(n).iter().zip(&name.vector).map(|(a, b)| a * b).sum::<f32>()).unwrap_or(0.0);
+        let parted = |id: &str| matches!((&name.base, self.base.get(id)), (Some(a), Some(b)) if a == b);
+        let mut out: Vec<Link> = Vec::new();
+        let mut push = |to: String, confidence: f32| {
+            if to != name.norm && !out.iter().any(|l| l.to == to) {
+                out.push(Link { to, confidence });
+            }
+        };
+        for (id, sim) in self.nearest(&name.norm, &name.vector, 5, false) {
+            if !parted(&id) {
+                push(id, sim);
+            }
+        }
+        if let Some(id) = name.base.as_deref().and_then(|b| self.names.get(b)) {
+            push(id.clone(), cos(id));
+        }
+        for id in self.qualified.get(&name.norm).into_iter().flatten() {
+            push(id.clone(), cos(id));
+        }
+        out.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+        out.truncate(MAX_LINKS);
+        out
     }
 
     /// Resolves names (in order: a later name can join an earlier new one); returns each
@@ -204,10 +336,10 @@ impl EntityResolver {
         }
         let texts: Vec<&str> = fresh.iter().map(|&i| names[i].trim()).collect();
         let vectors = if texts.is_empty() { Vec::new() } else { self.encoder.embed_vecs(&texts)? };
-        let embedded: Vec<(String, Vec<f32>)> = fresh.iter().map(|&i| norms[i].clone()).zip(vectors).collect();
+        let embedded: Vec<NewName> = texts.iter().zip(vectors).map(|(t, v)| NewName::new(t, v)).collect();
         let how = self.resolve_embedded(&embedded)?;
         // The first occurrence of a new name says what happened; repeats are then known.
-        let mut outcome: HashMap<&str, Resolution> = embedded.iter().map(|(n, _)| n.as_str()).zip(how).collect();
+        let mut outcome: HashMap<&str, Resolution> = embedded.iter().map(|n| n.norm.as_str()).zip(how).collect();
         Ok(norms
             .iter()
             .map(|n| {
@@ -217,26 +349,38 @@ impl EntityResolver {
             .collect())
     }
 
-    /// Decides new names already embedded (normalised name, unit vector), in order, and
-    /// stores the decisions in one atomic batch.
-    pub fn resolve_embedded(&mut self, items: &[(String, Vec<f32>)]) -> Result<Vec<Resolution>, ResolverError> {
+    /// Decides new names already embedded, in order, and stores the decisions in one atomic
+    /// batch.
+    pub fn resolve_embedded(&mut self, items: &[NewName]) -> Result<Vec<Resolution>, ResolverError> {
         let mut batch = sled::Batch::default();
         let mut out = Vec::with_capacity(items.len());
-        for (norm, v) in items {
-            if self.names.contains_key(norm) {
+        for item in items {
+            let norm = &item.norm;
+            if norm.is_empty() || self.names.contains_key(norm) {
                 out.push(Resolution::Known);
                 continue;
             }
-            let (id, how) = match self.nearest(norm, v, false) {
+            let (id, how) = match self.same_name(norm).map(str::to_string) {
                 Some(c) => (c, Resolution::Merged),
                 None => {
-                    self.index.insert(v);
+                    let links = self.link_candidates(item);
                     let mut val = norm.as_bytes().to_vec();
                     val.push(0);
-                    val.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+                    val.extend(item.vector.iter().flat_map(|x| x.to_le_bytes()));
                     batch.insert(format!("v\0{:016x}", self.nodes.len()).into_bytes(), val);
-                    self.nodes.push(norm.clone());
-                    (norm.clone(), Resolution::New)
+                    self.add_node(norm.clone(), &item.vector);
+                    if let Some(b) = &item.base {
+                        batch.insert(format!("q\0{norm}").into_bytes(), b.as_bytes());
+                        self.add_base(norm.clone(), b.clone());
+                    }
+                    let how = if links.is_empty() {
+                        Resolution::New
+                    } else {
+                        batch.insert(format!("l\0{norm}").into_bytes(), serde_json::to_vec(&links).expect("links serialise"));
+                        self.links.insert(norm.clone(), links);
+                        Resolution::Linked
+                    };
+                    (norm.clone(), how)
                 }
             };
             batch.insert(format!("n\0{norm}").into_bytes(), id.as_bytes());
@@ -338,5 +482,15 @@ mod tests {
         assert_eq!(d.triples[0].relation, "born in");
         assert_eq!(d.triples[0].object_id, "london");
         assert_eq!(resolve(&ex), d, "deterministic");
+    }
+
+    #[test]
+    fn the_same_name_is_spelled_out_and_keeps_its_articles() {
+        assert_eq!(name_key("martin luther king jr"), name_key("martin luther king junior"));
+        assert_eq!(name_key("st louis"), "saint louis");
+        assert_ne!(name_key("outlaw express"), name_key("the outlaw express"));
+        assert_ne!(name_key("barack h obama"), name_key("barack obama"));
+        assert_eq!(base_of("David Bradley (director)").as_deref(), Some("david bradley"));
+        assert_eq!(base_of("David Bradley"), None);
     }
 }

@@ -20,7 +20,8 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 use streamrag_glm::SentenceEncoder;
 use streamrag_operators::normalize::normalize;
-use streamrag_operators::resolve::{EntityResolver, Resolution};
+use streamrag_operators::normalize::is_alias_relation;
+use streamrag_operators::resolve::{EntityResolver, NewName, Resolution};
 
 use crate::dataset::Dataset;
 use crate::synth::Lcg;
@@ -107,14 +108,14 @@ pub fn run(b: BenchResolveArgs) -> Result<()> {
     eprintln!();
     let pool_embed_s = t.elapsed().as_secs_f64();
     println!("bench resolve: {} names embedded in {:.1} s ({:.0} names/s, all-MiniLM-L6-v2, CPU)", pool.len(), pool_embed_s, pool.len() as f64 / pool_embed_s);
-    println!("| names resolved (entities) | probe | embed ms/name | decide ms/name (HNSW) | decide ms/name (exact) | exact/HNSW | same decision | merged | names/s end to end |");
+    println!("| names resolved (entities) | probe | embed ms/name | decide ms/name (HNSW) | decide ms/name (exact) | exact/HNSW | same decision | merged or linked | names/s end to end |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut r = EntityResolver::open(e, b.threshold, None)?;
     let mut filled = 0;
     let mut sizes = b.sizes.clone();
     sizes.sort_unstable();
     for size in sizes {
-        let items: Vec<(String, Vec<f32>)> = pool[filled..size].iter().map(|n| normalize(n)).zip(pool_vecs[filled..size].iter().cloned()).collect();
+        let items: Vec<NewName> = pool[filled..size].iter().zip(&pool_vecs[filled..size]).map(|(n, v)| NewName::new(n, v.clone())).collect();
         let t = Instant::now();
         r.resolve_embedded(&items)?;
         eprintln!("filled to {size} names ({} entities) in {:.1} s", r.entities(), t.elapsed().as_secs_f64());
@@ -126,16 +127,26 @@ pub fn run(b: BenchResolveArgs) -> Result<()> {
         let embed_s = t.elapsed().as_secs_f64();
         let norms: Vec<String> = probe.iter().map(|n| normalize(n)).collect();
         let t = Instant::now();
-        let ann: Vec<Option<String>> = norms.iter().zip(&vecs).map(|(n, v)| r.nearest(n, v, false)).collect();
+        let decide = |exact: bool| -> Vec<Vec<String>> {
+            norms
+                .iter()
+                .zip(&vecs)
+                .map(|(n, v)| match r.same_name(n) {
+                    Some(c) => vec![c.to_string()],
+                    None => r.nearest(n, v, 5, exact).into_iter().map(|c| c.0).collect(),
+                })
+                .collect()
+        };
+        let ann = decide(false);
         let ann_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let exact: Vec<Option<String>> = norms.iter().zip(&vecs).map(|(n, v)| r.nearest(n, v, true)).collect();
+        let exact = decide(true);
         let exact_s = t.elapsed().as_secs_f64();
         let same = ann.iter().zip(&exact).filter(|(a, b)| a == b).count();
-        let merged = ann.iter().filter(|a| a.is_some()).count();
+        let joined = ann.iter().filter(|a| !a.is_empty()).count();
         let p = probe.len() as f64;
         println!(
-            "| {size} ({}) | {} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.1}% | {merged} | {:.0} |",
+            "| {size} ({}) | {} | {:.3} | {:.3} | {:.3} | {:.1}x | {:.1}% | {joined} | {:.0} |",
             r.entities(),
             probe.len(),
             embed_s * 1e3 / p,
@@ -149,72 +160,101 @@ pub fn run(b: BenchResolveArgs) -> Result<()> {
     Ok(())
 }
 
-/// Merge precision and recall on the alias set (see the module doc).
-fn aliases(ds: &Dataset, enc: SentenceEncoder, threshold: f32) -> Result<()> {
+/// Two alias sets from the corpus, each a list of (alias, the title it names), an alias
+/// naming one title only and being no title itself: the bare base of a qualified title
+/// ("David Bradley" for "David Bradley (director)", when no other title shares the base), and
+/// the names a page gives its own subject ("also known as Frederick Barbarossa" on "Frederick
+/// I, Holy Roman Emperor", read by the built-in extractor).
+fn alias_sets(ds: &Dataset) -> Vec<(&'static str, Vec<(String, String)>)> {
     let titles: Vec<&str> = ds.corpus.iter().map(|p| p.title.as_str()).collect();
-    let split = |t: &str| -> Option<(String, String)> {
-        let t = t.trim();
-        let open = t.rfind(" (")?;
-        t.ends_with(')').then(|| (t[..open].trim().to_string(), t[open + 2..t.len() - 1].to_string()))
-    };
     let title_norms: HashSet<String> = titles.iter().map(|t| normalize(t)).collect();
-    let mut base_count: HashMap<String, usize> = HashMap::new();
-    for t in &titles {
-        if let Some((base, _)) = split(t) {
-            *base_count.entry(normalize(&base)).or_default() += 1;
+    let unique = |pairs: Vec<(String, String)>| -> Vec<(String, String)> {
+        let mut count: HashMap<String, HashSet<String>> = HashMap::new();
+        for (a, t) in &pairs {
+            count.entry(normalize(a)).or_default().insert(t.clone());
+        }
+        let mut seen = HashSet::new();
+        pairs
+            .into_iter()
+            .filter(|(a, _)| {
+                let k = normalize(a);
+                !k.is_empty() && count[&k].len() == 1 && !title_norms.contains(&k) && seen.insert(k)
+            })
+            .collect()
+    };
+    let qualified = unique(titles.iter().filter_map(|t| streamrag_operators::normalize::unqualified(t).map(|b| (b.to_string(), t.to_string()))).collect());
+    let mut given = Vec::new();
+    for p in &ds.corpus {
+        let key = normalize(&p.title);
+        for t in streamrag_operators::extract::extract(&p.title, p.text.as_deref().unwrap_or_default()).triples {
+            if normalize(&t.subject) == key && is_alias_relation(&t.relation) && normalize(&t.object) != key {
+                given.push((t.object.clone(), p.title.clone()));
+            }
         }
     }
-    let pairs: Vec<(String, &str)> = titles
-        .iter()
-        .filter_map(|t| split(t).map(|(base, _)| (base, *t)))
-        .filter(|(base, _)| base_count[&normalize(base)] == 1 && !title_norms.contains(&normalize(base)))
-        .collect();
+    vec![("bare names of qualified titles", qualified), ("names a page gives its subject (\"also known as\")", unique(given))]
+}
+
+/// Merge and link precision, and aliases resolved, on the alias sets (see the module doc).
+fn aliases(ds: &Dataset, enc: SentenceEncoder, threshold: f32) -> Result<()> {
+    let titles: Vec<&str> = ds.corpus.iter().map(|p| p.title.as_str()).collect();
     let mut r = EntityResolver::open(enc, threshold, None)?;
     let t = Instant::now();
     let got = r.resolve_names(&titles)?;
+    // Titles are distinct entities: any merge or link between two is wrong.
     let title_merges = got.iter().filter(|g| g.1 == Resolution::Merged).count();
-    let bases: Vec<&str> = pairs.iter().map(|p| p.0.as_str()).collect();
-    let vecs = r.encoder().embed_vecs(&bases)?;
-    let (mut tp, mut fp, mut miss) = (0usize, 0usize, 0usize);
-    let mut examples = Vec::new();
-    for ((base, title), v) in pairs.iter().zip(&vecs) {
-        let want = r.canonical(&normalize(title)).unwrap_or_default().to_string();
-        match r.nearest(&normalize(base), v, false) {
-            Some(c) if c == want => tp += 1,
-            Some(c) => {
-                fp += 1;
-                if examples.len() < 5 {
-                    examples.push(format!("{base:?} -> {c:?} (want {title:?})"));
-                }
-            }
-            None => miss += 1,
-        }
-    }
-    let merges = tp + fp + title_merges;
+    let title_links: usize = got.iter().filter(|g| g.1 == Resolution::Linked).map(|g| r.links(&g.0).len()).sum();
     println!(
-        "bench resolve: aliases from 2Wiki titles: {} titles ({} merged into another title: false merges), {} aliases; threshold {threshold}; {:.1} s",
+        "bench resolve: {} 2Wiki titles, threshold {threshold}: {title_merges} merged into another title, {title_links} links between titles (all wrong: titles are distinct); {:.1} s",
         titles.len(),
-        title_merges,
-        pairs.len(),
         t.elapsed().as_secs_f64()
     );
-    println!(
-        "merge precision {:.1}% ({tp} right of {merges} merges: {fp} aliases to a wrong entity, {title_merges} title-title), recall {:.1}% ({tp} of {} aliases; {miss} stayed separate)",
-        100.0 * tp as f64 / merges.max(1) as f64,
-        100.0 * tp as f64 / pairs.len().max(1) as f64,
-        pairs.len()
-    );
-    for e in examples {
-        println!("  wrong merge: {e}");
+    println!("| alias set | aliases | merged right | merged wrong | linked right | wrong links | resolved (merged or linked right) | merge precision (with title-title) | link precision (with title-title) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut examples = Vec::new();
+    for (what, pairs) in alias_sets(ds) {
+        let names: Vec<&str> = pairs.iter().map(|p| p.0.as_str()).collect();
+        let vecs = r.encoder().embed_vecs(&names)?;
+        let (mut merged_right, mut merged_wrong, mut linked_right, mut wrong_links, mut links) = (0usize, 0usize, 0usize, 0usize, 0usize);
+        for ((alias, title), v) in pairs.iter().zip(vecs) {
+            let want = r.canonical(&normalize(title)).unwrap_or_default().to_string();
+            let name = NewName::new(alias, v);
+            if let Some(c) = r.same_name(&name.norm) {
+                if c == want {
+                    merged_right += 1;
+                } else {
+                    merged_wrong += 1;
+                    if examples.len() < 8 {
+                        examples.push(format!("wrong merge: {alias:?} -> {c:?} (want {title:?})"));
+                    }
+                }
+                continue;
+            }
+            let found = r.link_candidates(&name);
+            links += found.len();
+            let right = found.iter().filter(|l| l.to == want).count();
+            linked_right += right.min(1);
+            wrong_links += found.len() - right;
+            if right == 0 && !found.is_empty() && examples.len() < 8 {
+                examples.push(format!("wrong link: {alias:?} -> {:?} {:.2} (want {title:?})", found[0].to, found[0].confidence));
+            }
+        }
+        let n = pairs.len().max(1) as f64;
+        let merges = merged_right + merged_wrong + title_merges;
+        println!(
+            "| {what} | {} | {merged_right} | {merged_wrong} | {linked_right} | {wrong_links} | {:.1}% | {:.1}% ({merges} merges) | {:.1}% ({} links) |",
+            pairs.len(),
+            100.0 * (merged_right + linked_right) as f64 / n,
+            100.0 * merged_right as f64 / merges.max(1) as f64,
+            100.0 * (links - wrong_links) as f64 / (links + title_links).max(1) as f64,
+            links + title_links
+        );
     }
-    let wrong: Vec<String> = got
-        .iter()
-        .zip(&titles)
-        .filter(|(g, _)| g.1 == Resolution::Merged)
-        .take(5)
-        .map(|(g, t)| format!("{t:?} -> {:?}", g.0))
-        .collect();
-    for w in wrong {
+    for e in examples {
+        println!("  {e}");
+    }
+    let merged: Vec<String> = got.iter().zip(&titles).filter(|(g, _)| g.1 == Resolution::Merged).take(5).map(|(g, t)| format!("{t:?} -> {:?}", g.0)).collect();
+    for w in merged {
         println!("  title merged: {w}");
     }
     Ok(())
