@@ -282,6 +282,7 @@ mod tests {
                 .iter()
                 .map(|(s, r, o)| ResolvedTriple { subject_id: s.to_string(), subject: s.to_string(), relation: r.to_string(), object_id: o.to_string(), object: o.to_string() })
                 .collect(),
+            links: vec![],
             source: SourceRef { topic: "streamrag.docs".into(), partition: 0, offset: 0, timestamp_ms: None },
         }
     }

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use streamrag_glm::SentenceEncoder;
-use streamrag_schemas::{decode, encode, EntityRef, Extraction, GraphDelta, ResolvedTriple, SCHEMA_VERSION};
+use streamrag_schemas::{decode, encode, EntityLink, EntityRef, Extraction, GraphDelta, ResolvedTriple, SCHEMA_VERSION};
 
 use crate::ann::{Hnsw, HnswParams};
 use crate::config::Topics;
@@ -73,6 +73,7 @@ pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> Grap
         title: ex.title.clone(),
         entities: order.into_iter().map(|id| EntityRef { name: entities[&id].clone(), id }).collect(),
         triples,
+        links: Vec::new(),
         source: ex.source.clone(),
     }
 }
@@ -448,7 +449,16 @@ impl Operator for Resolve {
         Ok(decoded
             .into_iter()
             .map(|ex| {
-                let delta = resolve_with(&ex?, &canonical);
+                let mut delta = resolve_with(&ex?, &canonical);
+                // Every document that names a linked entity carries its links: the graph keeps
+                // a link while one of them lives.
+                if let Some(r) = resolver {
+                    delta.links = delta
+                        .entities
+                        .iter()
+                        .flat_map(|e| r.links(&e.id).iter().map(|l| EntityLink { id: e.id.clone(), to_id: l.to.clone(), confidence: l.confidence }))
+                        .collect();
+                }
                 Ok(vec![Output { topic: self.topics.graph_deltas.clone(), key: delta.doc_id.clone(), payload: encode(&delta) }])
             })
             .collect())

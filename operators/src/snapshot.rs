@@ -1,11 +1,11 @@
-//! Parquet snapshots of the graph: four tables and a manifest, readable by pyarrow, DuckDB or
+//! Parquet snapshots of the graph: five tables and a manifest, readable by pyarrow, DuckDB or
 //! Spark with no glue, and the reader that rebuilds an equal [`GraphState`] from them.
 //!
 //! A snapshot directory holds `entities.parquet`, `triples.parquet`, `documents.parquet`,
-//! `entity_documents.parquet` and `manifest.json` (schema version, row counts, the offsets the
-//! snapshot reflects, creation time, the graph digest). It is written under a temporary name and
-//! renamed into place, so a reader never sees half a snapshot. Periodic snapshots go under a
-//! root as `snap-<millis>/` with a `LATEST` file naming the newest.
+//! `entity_documents.parquet`, `entity_links.parquet` and `manifest.json` (schema version, row
+//! counts, the offsets the snapshot reflects, creation time, the graph digest). It is written
+//! under a temporary name and renamed into place, so a reader never sees half a snapshot.
+//! Periodic snapshots go under a root as `snap-<millis>/` with a `LATEST` file naming the newest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder};
-use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StringArray, UInt64Array};
+use arrow_array::{Array, ArrayRef, Float32Array, ListArray, RecordBatch, StringArray, UInt64Array};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -124,7 +124,8 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
     let mut docs: Vec<DocView<'_>> = g.docs().collect();
     docs.sort_unstable_by_key(|d| d.id());
     let mentions: Vec<(&str, &str, &str)> = docs.iter().flat_map(|d| d.entities().map(move |(e, n)| (e, d.id(), n))).collect();
-    let total = (entities.len() + triples.len() + docs.len() + mentions.len()) as u64;
+    let links: Vec<(&str, &str, &str, f32)> = docs.iter().flat_map(|d| d.links().map(move |(a, b, c)| (a, b, d.id(), c))).collect();
+    let total = (entities.len() + triples.len() + docs.len() + mentions.len() + links.len()) as u64;
     progress.start("snapshot", total);
 
     let name_of = |id: &str| g.entity(id).map(|e| e.name()).unwrap_or("");
@@ -179,6 +180,16 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
         vec![strings(s.iter().map(|m| m.0)), strings(s.iter().map(|m| m.1)), strings(s.iter().map(|m| m.2))]
     }, progress)?;
     rows.insert("entity_documents".to_string(), n);
+    let n = write_table(&tmp.join("entity_links.parquet"), tables::entity_links(), links.len(), |r| {
+        let s = &links[r];
+        vec![
+            strings(s.iter().map(|l| l.0)),
+            strings(s.iter().map(|l| l.1)),
+            strings(s.iter().map(|l| l.2)),
+            Arc::new(Float32Array::from_iter_values(s.iter().map(|l| l.3))),
+        ]
+    }, progress)?;
+    rows.insert("entity_links".to_string(), n);
 
     let manifest = Manifest {
         format: "streamrag-snapshot".into(),
@@ -316,7 +327,7 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
     read_table(dir, &m.files["documents"], |b| {
         let (id, title) = (col::<StringArray>(b, "doc_id")?, col::<StringArray>(b, "title")?);
         for i in 0..b.num_rows() {
-            docs.insert(id.value(i).to_string(), DocEntry { title: title.value(i).to_string(), entities: Default::default(), triples: Default::default() });
+            docs.insert(id.value(i).to_string(), DocEntry { title: title.value(i).to_string(), ..Default::default() });
         }
         Ok(())
     }, progress)?;
@@ -342,6 +353,18 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
         }
         Ok(())
     }, progress)?;
+    // Snapshots written before entity links had no such table.
+    if let Some(file) = m.files.get("entity_links") {
+        read_table(dir, file, |b| {
+            let (e, l, d) = (col::<StringArray>(b, "entity_id")?, col::<StringArray>(b, "linked_id")?, col::<StringArray>(b, "doc_id")?);
+            let c = col::<Float32Array>(b, "confidence")?;
+            for i in 0..b.num_rows() {
+                let doc = docs.get_mut(d.value(i)).ok_or_else(|| missing(d.value(i)))?;
+                doc.links.insert((e.value(i).to_string(), l.value(i).to_string(), (c.value(i) * 1000.0).round() as u16));
+            }
+            Ok(())
+        }, progress)?;
+    }
     let mut g = GraphState::new();
     let mut scratch = Dirty::default();
     let mut ids: Vec<String> = docs.keys().cloned().collect();
@@ -376,7 +399,7 @@ mod tests {
             entities.insert(o.to_string(), o.to_uppercase());
             triples.insert((s.to_string(), r.to_string(), o.to_string()));
         }
-        DocEntry { title: title.into(), entities, triples }
+        DocEntry { title: title.into(), entities, triples, ..Default::default() }
     }
 
     #[test]
@@ -384,7 +407,9 @@ mod tests {
         let mut g = GraphState::new();
         let mut d = Dirty::default();
         g.apply("d1", Some(entry("One", &[("a", "r", "b"), ("b", "r", "c")])), &mut d);
-        g.apply("d2", Some(entry("Two", &[("a", "r", "b"), ("a", "s", "a")])), &mut d);
+        let mut two = entry("Two", &[("a", "r", "b"), ("a", "s", "a")]);
+        two.links.insert(("a".into(), "c".into(), 873));
+        g.apply("d2", Some(two), &mut d);
         g.apply("d3", Some(entry("Three", &[])), &mut d);
         g.set_offset("deltas", 0, 41, &mut d);
         let dir = tempfile::tempdir().unwrap();
@@ -393,6 +418,7 @@ mod tests {
         assert_eq!(m.rows["documents"], 3);
         assert_eq!(m.rows["triples"], 3);
         assert_eq!(m.rows["entities"], 3);
+        assert_eq!(m.rows["entity_links"], 1);
         assert_eq!(m.offsets["deltas/0"], 41);
         assert!(write(&g, &snap, &mut NoProgress).is_err(), "never overwrites");
         let (back, m2) = read(&snap, &mut NoProgress).unwrap();
@@ -400,6 +426,8 @@ mod tests {
         assert_eq!(back.stats(), g.stats());
         assert_eq!(back.entity("a").unwrap().name(), g.entity("a").unwrap().name());
         assert_eq!(back.doc("d1").unwrap().to_entry(), g.doc("d1").unwrap().to_entry());
+        assert_eq!(back.doc("d2").unwrap().to_entry(), g.doc("d2").unwrap().to_entry(), "the link and its confidence come back");
+        assert_eq!(back.synonyms("c"), vec![("a", 0.873)]);
     }
 
     #[test]

@@ -105,4 +105,19 @@ async fn the_resolve_stage_publishes_merged_ids() {
     assert_eq!(d[1].triples[0].subject_id, "martin luther king jr", "merged into the first name's entity");
     assert_eq!(d[1].triples[0].subject, "Martin Luther King Junior", "the document keeps its own name");
     assert_eq!(d[0].triples[0].subject_id, "martin luther king jr");
+    assert!(d[0].links.is_empty());
+    let l: Vec<(&str, &str)> = d[1].links.iter().map(|l| (l.id.as_str(), l.to_id.as_str())).collect();
+    assert_eq!(l, vec![("atlanta georgia", "atlanta")], "a place with its state links to the place, not merged");
+
+    // A near name gets its own id and a link, which every later document naming it carries.
+    let out = stage.process_batch(&[rec(3, &ex("c", "Barack Obama", "Honolulu")), rec(4, &ex("d", "Barack H. Obama", "Chicago"))]).await.unwrap();
+    let out2 = stage.process_batch(&[rec(5, &ex("e", "Barack H. Obama", "Washington"))]).await.unwrap();
+    let d: Vec<GraphDelta> = out.iter().chain(&out2).map(|o| decode(&o.as_ref().unwrap()[0].payload).unwrap()).collect();
+    assert!(d[0].links.is_empty());
+    for later in &d[1..] {
+        assert_eq!(later.triples[0].subject_id, "barack h obama");
+        assert_eq!(later.links.len(), 1, "{:?}", later.links);
+        assert_eq!((later.links[0].id.as_str(), later.links[0].to_id.as_str()), ("barack h obama", "barack obama"));
+        assert!(later.links[0].confidence >= 0.8);
+    }
 }

@@ -52,6 +52,12 @@ pub fn entity_documents() -> Schema {
     Schema::new(vec![utf8("entity_id"), utf8("doc_id"), utf8("name")])
 }
 
+/// `entity_links`: the synonym links entity resolution made, one row per (entity, linked entity,
+/// document that carries the link), with the link's confidence (0 to 1).
+pub fn entity_links() -> Schema {
+    Schema::new(vec![utf8("entity_id"), utf8("linked_id"), utf8("doc_id"), Field::new("confidence", DataType::Float32, false)])
+}
+
 /// All tables by file stem.
 pub fn tables() -> Vec<(&'static str, Schema)> {
     vec![
@@ -59,6 +65,7 @@ pub fn tables() -> Vec<(&'static str, Schema)> {
         ("triples", triples()),
         ("documents", documents()),
         ("entity_documents", entity_documents()),
+        ("entity_links", entity_links()),
     ]
 }
 

@@ -146,6 +146,17 @@ pub struct ResolvedTriple {
     pub object: String,
 }
 
+/// A synonym link the resolve stage made: the entity `id`, which this document names, probably
+/// also names the entity `to_id` (how sure: `confidence`, 0 to 1). The graph keeps it while a
+/// document that names `id` carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntityLink {
+    pub id: String,
+    pub to_id: String,
+    pub confidence: f32,
+}
+
 /// `streamrag.graph-deltas`: the resolved content of one document version (or its deletion),
 /// which the kg-writer applies to the graph idempotently.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,6 +173,9 @@ pub struct GraphDelta {
     pub entities: Vec<EntityRef>,
     #[serde(default)]
     pub triples: Vec<ResolvedTriple>,
+    /// Synonym links from the entities this document names (entity resolution).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<EntityLink>,
     /// The docs-topic record this delta derives from.
     pub source: SourceRef,
 }

@@ -140,15 +140,17 @@ fn graph_delta() {
             object_id: "b".into(),
             object: "B".into(),
         }],
+        links: vec![EntityLink { id: "a".into(), to_id: "c".into(), confidence: 0.9 }],
         source: source(),
     };
-    let del = GraphDelta { op: DocOp::Delete, entities: vec![], triples: vec![], ..d.clone() };
+    let del = GraphDelta { op: DocOp::Delete, entities: vec![], triples: vec![], links: vec![], ..d.clone() };
     check(
         "graph-delta.schema.json",
         &[d, del],
         &[
             json!({"doc_id": "d"}),
             json!({"doc_id": "d", "source": {"topic": "t", "partition": 0, "offset": 1}, "entities": [{"id": "a"}]}),
+            json!({"doc_id": "d", "source": {"topic": "t", "partition": 0, "offset": 1}, "links": [{"id": "a", "to_id": "b"}]}),
         ],
     );
 }

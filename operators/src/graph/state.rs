@@ -36,6 +36,10 @@ pub struct DocEntry {
     /// Entity id -> the name this document used.
     pub entities: BTreeMap<String, String>,
     pub triples: BTreeSet<TripleKey>,
+    /// Synonym links from the entities this document names: (entity id, linked entity id,
+    /// confidence in thousandths).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub links: BTreeSet<(String, String, u16)>,
 }
 
 /// Keys changed since the last persist, for the store to write.
@@ -80,6 +84,9 @@ pub struct GraphStats {
     pub support: usize,
     /// Sum over entities of their document frequency.
     pub mentions: usize,
+    /// Synonym links (entity pairs, either way round) some live document carries.
+    #[serde(default)]
+    pub links: usize,
     /// FNV-1a over the sorted triples with their support, the entities with their names and
     /// documents, and the documents with their titles.
     pub digest: String,
@@ -108,6 +115,8 @@ struct Doc {
     entities: Vec<(Ix, Box<str>)>,
     /// Sorted.
     triples: Vec<TIx>,
+    /// Sorted, as in [`DocEntry::links`].
+    links: Vec<(Arc<str>, Arc<str>, u16)>,
 }
 
 impl Doc {
@@ -180,6 +189,9 @@ pub struct GraphState {
     words: HashMap<Box<str>, HashSet<Ix>>,
     /// `"topic/partition"` -> last applied offset.
     offsets: BTreeMap<String, i64>,
+    /// Entity id -> (linked entity id, the document that carries the link, confidence in
+    /// thousandths), both ways round. By id, not slot: either end may not be live.
+    synonyms: HashMap<Arc<str>, Vec<(Arc<str>, Ix, u16)>>,
 }
 
 fn offset_key(topic: &str, partition: i32) -> String {
@@ -277,12 +289,17 @@ impl<'g> DocView<'g> {
     pub fn triple_count(&self) -> usize {
         self.d().triples.len()
     }
+    /// The synonym links this document carries: (entity id, linked entity id, confidence).
+    pub fn links(&self) -> impl Iterator<Item = (&'g str, &'g str, f32)> + 'g {
+        self.d().links.iter().map(|(a, b, c)| (&**a, &**b, *c as f32 / 1000.0))
+    }
     /// The store's form of this document.
     pub fn to_entry(&self) -> DocEntry {
         DocEntry {
             title: self.title().to_string(),
             entities: self.entities().map(|(i, n)| (i.to_string(), n.to_string())).collect(),
             triples: self.triples().map(|(s, r, o)| (s.to_string(), r.to_string(), o.to_string())).collect(),
+            links: self.d().links.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), *c)).collect(),
         }
     }
 }
@@ -335,7 +352,13 @@ impl GraphState {
             entities.entry(t.object_id.clone()).or_insert_with(|| t.object.clone());
             triples.insert((t.subject_id.clone(), canonical_relation(&t.relation), t.object_id.clone()));
         }
-        Some(DocEntry { title: delta.title.clone(), entities, triples })
+        let links = delta
+            .links
+            .iter()
+            .filter(|l| !l.id.is_empty() && !l.to_id.is_empty() && l.id != l.to_id)
+            .map(|l| (l.id.clone(), l.to_id.clone(), (l.confidence.clamp(0.0, 1.0) * 1000.0).round() as u16))
+            .collect();
+        Some(DocEntry { title: delta.title.clone(), entities, triples, links })
     }
 
     /// Whether the record at (topic, partition, offset) was applied already.
@@ -405,7 +428,7 @@ impl GraphState {
             (Some(i), _) => i,
             (None, Some(e)) => {
                 let id: Arc<str> = Arc::from(doc_id);
-                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), title_key: normalize(&e.title).into(), entities: vec![], triples: vec![] })
+                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), title_key: normalize(&e.title).into(), entities: vec![], triples: vec![], links: vec![] })
             }
             (None, None) => unreachable!("handled above"),
         };
@@ -444,6 +467,15 @@ impl GraphState {
             }
             (std::mem::replace(&mut doc.entities, new_ents.clone()), std::mem::replace(&mut doc.triples, new_triples.clone()))
         };
+        let new_links: Vec<(Arc<str>, Arc<str>, u16)> =
+            entry.iter().flat_map(|e| e.links.iter()).map(|(a, b, c)| (Arc::from(a.as_str()), Arc::from(b.as_str()), *c)).collect();
+        let old_links = std::mem::replace(&mut self.docs.at_mut(d).links, new_links.clone());
+        for l in old_links.iter().filter(|l| new_links.binary_search(l).is_err()) {
+            self.synonym(l, d, false);
+        }
+        for l in new_links.iter().filter(|l| old_links.binary_search(l).is_err()) {
+            self.synonym(l, d, true);
+        }
         let old_name_of = |e: Ix| old_ents.binary_search_by_key(&e, |x| x.0).ok().map(|i| old_ents[i].1.to_string());
         for t in old_triples.iter().filter(|t| new_triples.binary_search(t).is_err()) {
             self.unsupport(t, d, &mut change);
@@ -475,6 +507,39 @@ impl GraphState {
         change.asserted.sort();
         change.retracted.sort();
         Some(change)
+    }
+
+    /// Adds or withdraws document `d`'s support for a synonym link, both ways round.
+    fn synonym(&mut self, (a, b, c): &(Arc<str>, Arc<str>, u16), d: Ix, add: bool) {
+        for (x, y) in [(a, b), (b, a)] {
+            let list = self.synonyms.entry(x.clone()).or_default();
+            if add {
+                list.push((y.clone(), d, *c));
+            } else if let Some(p) = list.iter().position(|(o, doc, conf)| o == y && *doc == d && conf == c) {
+                list.swap_remove(p);
+            }
+            if list.is_empty() {
+                self.synonyms.remove(x);
+            }
+        }
+    }
+
+    /// The live entities a synonym link joins to `id`, each with its best confidence, most
+    /// confident first.
+    pub fn synonyms(&self, id: &str) -> Vec<(&str, f32)> {
+        let mut out: Vec<(&str, f32)> = Vec::new();
+        for (other, _, c) in self.synonyms.get(id).into_iter().flatten() {
+            if self.ents.get(other).is_none() {
+                continue;
+            }
+            let c = *c as f32 / 1000.0;
+            match out.iter_mut().find(|(o, _)| *o == &**other) {
+                Some(x) => x.1 = x.1.max(c),
+                None => out.push((other, c)),
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        out
     }
 
     fn index_words(&mut self, e: Ix, name: &str, add: bool) {
@@ -689,13 +754,18 @@ impl GraphState {
         }
         for d in self.docs() {
             digest = digest.wrapping_add(fnv1a(&["doc", d.id(), d.title()]));
+            for (a, b, c) in &d.d().links {
+                digest = digest.wrapping_add(fnv1a(&["link", d.id(), a, b, &c.to_string()]));
+            }
         }
+        let links = self.synonyms.iter().map(|(a, list)| list.iter().filter(|(b, _, _)| a < b).map(|(b, _, _)| b).collect::<HashSet<_>>().len()).sum();
         GraphStats {
             documents: self.docs.len(),
             entities: self.ents.len(),
             triples: self.triples.len(),
             support,
             mentions,
+            links,
             digest: format!("{digest:016x}"),
             version: self.version(),
         }
@@ -729,6 +799,7 @@ mod tests {
                     object: o.to_uppercase(),
                 })
                 .collect(),
+            links: vec![],
             source: SourceRef { topic: "t".into(), partition: 0, offset: 0, timestamp_ms: None },
         }
     }
@@ -745,6 +816,34 @@ mod tests {
 
     fn key(s: &str, r: &str, o: &str) -> TripleKey {
         (s.into(), r.into(), o.into())
+    }
+
+    #[test]
+    fn a_synonym_link_lives_while_a_document_carries_it() {
+        let link = |d: &mut GraphDelta, a: &str, b: &str, c: f32| d.links.push(streamrag_schemas::EntityLink { id: a.into(), to_id: b.into(), confidence: c });
+        let mut g = GraphState::new();
+        let mut d1 = delta("d1", &[("a", "r", "b")]);
+        link(&mut d1, "a", "x", 0.85);
+        let mut d2 = delta("d2", &[("a", "r", "c"), ("x", "r", "c")]);
+        link(&mut d2, "a", "x", 0.9);
+        apply(&mut g, &d1);
+        assert!(g.synonyms("a").is_empty(), "x is named by no live document yet");
+        apply(&mut g, &d2);
+        assert_eq!(g.synonyms("a"), vec![("x", 0.9)], "the best confidence of the documents that carry it");
+        assert_eq!(g.synonyms("x"), vec![("a", 0.9)], "both ways round");
+        assert_eq!(g.stats().links, 1);
+        let before = g.stats().digest;
+        // d2 changes its mind: the link stays through d1 at d1's confidence.
+        apply(&mut g, &delta("d2", &[("a", "r", "c"), ("x", "r", "c")]));
+        assert_eq!(g.synonyms("a"), vec![("x", 0.85)]);
+        assert_ne!(g.stats().digest, before, "links are part of the content");
+        delete(&mut g, "d1");
+        assert!(g.synonyms("a").is_empty() && g.synonyms("x").is_empty(), "withdrawn with the last document that carried it");
+        assert_eq!(g.stats().links, 0);
+        // Re-applying the same content changes nothing.
+        apply(&mut g, &d2);
+        assert!(apply(&mut g, &d2).is_none());
+        assert_eq!(g.doc("d2").unwrap().to_entry(), GraphState::entry_of(&d2).unwrap());
     }
 
     #[test]

@@ -190,7 +190,7 @@ mod tests {
             entities.insert(o.to_string(), o.to_uppercase());
             ts.insert((s.to_string(), "r".to_string(), o.to_string()));
         }
-        DocEntry { title: "T".into(), entities, triples: ts }
+        DocEntry { title: "T".into(), entities, triples: ts, ..Default::default() }
     }
 
     #[test]

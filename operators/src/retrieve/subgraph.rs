@@ -121,6 +121,7 @@ mod tests {
                 title: format!("d{i}"),
                 entities: [(s.to_string(), s.to_string()), (o.to_string(), o.to_string())].into_iter().collect(),
                 triples: [(s.to_string(), r.to_string(), o.to_string())].into_iter().collect(),
+                ..Default::default()
             };
             g.apply(&format!("d{i}"), Some(e), &mut Dirty::default());
         }

@@ -45,6 +45,7 @@ impl Gen {
             title: format!("Document {doc}"),
             entities: vec![EntityRef { id: me.clone(), name: me }],
             triples,
+            links: vec![],
             source: SourceRef { topic: "streamrag.docs".into(), partition: 0, offset, timestamp_ms: None },
         }
     }
