@@ -142,14 +142,21 @@ impl Hnsw {
 
     /// Adds a unit vector; returns its node id (0, 1, 2, ... in insertion order).
     pub fn insert(&mut self, v: &[f32]) -> u32 {
+        self.insert_tracked(v).0
+    }
+
+    /// [`Self::insert`], also returning the nodes whose links changed (the new one first), for a
+    /// store that keeps the graph as it grows.
+    pub fn insert_tracked(&mut self, v: &[f32]) -> (u32, Vec<u32>) {
         assert_eq!(v.len(), self.dim, "vector dimension");
         let id = self.links.len() as u32;
         let level = self.random_level();
         self.vectors.extend_from_slice(v);
         self.links.push(vec![Vec::new(); level + 1]);
+        let mut touched = vec![id];
         let Some(entry) = self.entry else {
             self.entry = Some(id);
-            return id;
+            return (id, touched);
         };
         let top = self.links[entry as usize].len() - 1;
         let mut eps = vec![Scored(self.sim(v, entry), entry)];
@@ -161,6 +168,9 @@ impl Hnsw {
             let max = if l == 0 { 2 * self.p.m } else { self.p.m };
             let neighbours = self.select(&found, self.p.m);
             for &n in &neighbours {
+                if !touched.contains(&n) {
+                    touched.push(n);
+                }
                 let list = &mut self.links[n as usize][l];
                 list.push(id);
                 if list.len() > max {
@@ -177,7 +187,74 @@ impl Hnsw {
         if level > top {
             self.entry = Some(id);
         }
-        id
+        (id, touched)
+    }
+
+    /// The links of node `i`, by level (bytes: the level count, then per level the neighbour
+    /// count and the neighbours, little-endian u32).
+    pub fn node_bytes(&self, i: u32) -> Vec<u8> {
+        let levels = &self.links[i as usize];
+        let mut out = Vec::with_capacity(1 + levels.iter().map(|l| 4 + 4 * l.len()).sum::<usize>());
+        out.push(levels.len() as u8);
+        for l in levels {
+            out.extend((l.len() as u32).to_le_bytes());
+            out.extend(l.iter().flat_map(|x| x.to_le_bytes()));
+        }
+        out
+    }
+
+    /// What else the index needs to go on growing as it would have: the entry node and the
+    /// level generator's state (16 bytes).
+    pub fn state_bytes(&self) -> Vec<u8> {
+        let mut out = self.entry.unwrap_or(u32::MAX).to_le_bytes().to_vec();
+        out.extend(self.rng.to_le_bytes());
+        out.extend([0u8; 4]);
+        out
+    }
+
+    /// The index as it was: its vectors in node order, each node's [`Self::node_bytes`] and its
+    /// [`Self::state_bytes`]. No search or insertion is redone, so a large index opens in the
+    /// time it takes to read it; inserting goes on exactly as it would have.
+    pub fn restore(dim: usize, p: HnswParams, vectors: Vec<f32>, nodes: &[&[u8]], state: &[u8]) -> Result<Self, String> {
+        let n = nodes.len();
+        if vectors.len() != n * dim {
+            return Err(format!("{} floats for {n} nodes of dimension {dim}", vectors.len()));
+        }
+        let u32_at = |b: &[u8], i: usize| -> Option<u32> { b.get(i..i + 4).map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]])) };
+        let mut links = Vec::with_capacity(n);
+        for (i, b) in nodes.iter().enumerate() {
+            let bad = || format!("node {i}: malformed links");
+            let levels = *b.first().ok_or_else(bad)? as usize;
+            let mut at = 1;
+            let mut node = Vec::with_capacity(levels);
+            for _ in 0..levels {
+                let count = u32_at(b, at).ok_or_else(bad)? as usize;
+                at += 4;
+                let mut list = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let x = u32_at(b, at).ok_or_else(bad)?;
+                    if x as usize >= n {
+                        return Err(format!("node {i} links to node {x} of {n}"));
+                    }
+                    list.push(x);
+                    at += 4;
+                }
+                node.push(list);
+            }
+            if levels == 0 || at != b.len() {
+                return Err(bad());
+            }
+            links.push(node);
+        }
+        if state.len() != 16 {
+            return Err("malformed state".into());
+        }
+        let entry = u32_at(state, 0).filter(|&e| e != u32::MAX);
+        if entry.is_some_and(|e| e as usize >= n) || entry.is_none() != (n == 0) {
+            return Err("the entry node is not in the index".into());
+        }
+        let rng = u64::from_le_bytes(state[4..12].try_into().expect("8 bytes"));
+        Ok(Hnsw { dim, p, vectors, links, entry, rng })
     }
 
     /// The `k` nearest nodes to unit vector `q`, most similar first: (node, cosine).
@@ -244,6 +321,37 @@ mod tests {
         }
         let recall = hits as f64 / (queries * 10) as f64;
         assert!(recall > 0.9, "recall@10 {recall}");
+    }
+
+    #[test]
+    fn a_restored_index_searches_and_grows_as_the_original() {
+        let (dim, n) = (16, 500);
+        let mut rng = 11u64;
+        let data: Vec<Vec<f32>> = (0..n + 50).map(|_| unit(&mut rng, dim)).collect();
+        let mut a = Hnsw::new(dim, HnswParams::default());
+        // What a store keeps: every node's links as last written.
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        for v in &data[..n] {
+            let (id, touched) = a.insert_tracked(v);
+            kept.push(Vec::new());
+            assert_eq!(touched[0], id);
+            for t in touched {
+                kept[t as usize] = a.node_bytes(t);
+            }
+        }
+        let refs: Vec<&[u8]> = kept.iter().map(Vec::as_slice).collect();
+        let mut b = Hnsw::restore(dim, HnswParams::default(), data[..n].concat(), &refs, &a.state_bytes()).unwrap();
+        for v in &data[n..] {
+            assert_eq!(a.insert(v), b.insert(v));
+        }
+        for i in 0..a.len() as u32 {
+            assert_eq!(a.node_bytes(i), b.node_bytes(i), "node {i}");
+        }
+        for v in data.iter().step_by(37) {
+            assert_eq!(a.search(v, 5), b.search(v, 5));
+        }
+        assert!(Hnsw::restore(dim, HnswParams::default(), data[..n - 1].concat(), &refs, &a.state_bytes()).is_err(), "a vector missing");
+        assert!(Hnsw::restore(dim, HnswParams::default(), data[..n].concat(), &refs[..n - 1], &a.state_bytes()).is_err(), "links missing");
     }
 
     #[test]

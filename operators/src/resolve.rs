@@ -117,6 +117,11 @@ fn base_of(name: &str) -> Option<String> {
     crate::normalize::unqualified(name).map(normalize).filter(|b| !b.is_empty())
 }
 
+/// The store key of an index node's links (sorted as the nodes are).
+fn node_key(i: u32) -> Vec<u8> {
+    format!("h\0{i:08x}").into_bytes()
+}
+
 /// Opens (or creates) the resolver's decision store under `dir`.
 pub fn open_store(dir: &std::path::Path) -> Result<sled::Tree, sled::Error> {
     sled::open(dir)?.open_tree("decisions")
@@ -178,7 +183,8 @@ const MAX_LINKS: usize = 3;
 /// linked to the entities it probably also names: the nearest by embedding at or above the
 /// threshold whose numbers agree, and the bare name and its qualified forms ("David Bradley",
 /// "David Bradley (director)") unless two different qualifiers part them. Decisions persist in
-/// a sled tree and are reloaded (and the index rebuilt) at start.
+/// a sled tree, with the index's links in the same batches, and are read back at start (the
+/// index is not rebuilt).
 pub struct EntityResolver {
     encoder: SentenceEncoder,
     pub threshold: f32,
@@ -233,23 +239,50 @@ impl EntityResolver {
             let links: Vec<Link> = serde_json::from_slice(&v).map_err(|e| ResolverError::Corrupt(format!("the links of {:?}: {e}", text(&k[2..]))))?;
             r.links.insert(text(&k[2..]), links);
         }
-        // Vectors in insertion order (the key is a sequence number): the rebuilt index is
-        // the one the decisions were made with.
+        // Vectors in insertion order (the key is a sequence number), and the index's links as
+        // last written: the index is the one the decisions were made with, read, not rebuilt.
+        let mut ids = Vec::new();
+        let mut vectors: Vec<f32> = Vec::new();
         for kv in tree.scan_prefix(b"v\0") {
             let (_, v) = kv?;
             let cut = v.iter().position(|&b| b == 0).ok_or_else(|| ResolverError::Corrupt("a stored vector has no name".into()))?;
-            let id = text(&v[..cut]);
-            let floats: Vec<f32> = v[cut + 1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            if floats.len() != dim {
-                return Err(ResolverError::Corrupt(format!("a stored vector has {} floats, the encoder makes {dim}", floats.len())));
+            ids.push(text(&v[..cut]));
+            let before = vectors.len();
+            vectors.extend(v[cut + 1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            if vectors.len() - before != dim {
+                return Err(ResolverError::Corrupt(format!("a stored vector has {} floats, the encoder makes {dim}", vectors.len() - before)));
             }
-            r.add_node(id, &floats);
+        }
+        let links: Vec<sled::IVec> = tree.scan_prefix(b"h\0").values().collect::<Result<_, _>>()?;
+        let state = tree.get(b"s\0hnsw")?;
+        match state.filter(|_| links.len() == ids.len()) {
+            Some(state) => {
+                let nodes: Vec<&[u8]> = links.iter().map(|l| l.as_ref()).collect();
+                r.index = Hnsw::restore(dim, HnswParams::default(), vectors, &nodes, &state).map_err(|e| ResolverError::Corrupt(format!("the name index: {e}")))?;
+                for id in ids {
+                    r.add_node(id);
+                }
+            }
+            None => {
+                // A store from before the index was kept: rebuild it once, and keep it.
+                let mut batch = sled::Batch::default();
+                for (id, v) in ids.into_iter().zip(vectors.chunks_exact(dim)) {
+                    r.index.insert(v);
+                    r.add_node(id);
+                }
+                for i in 0..r.index.len() as u32 {
+                    batch.insert(node_key(i), r.index.node_bytes(i));
+                }
+                batch.insert(b"s\0hnsw".to_vec(), r.index.state_bytes());
+                tree.apply_batch(batch)?;
+            }
         }
         Ok(r)
     }
 
-    fn add_node(&mut self, id: String, v: &[f32]) {
-        let node = self.index.insert(v);
+    /// Records the entity of the index's newest node.
+    fn add_node(&mut self, id: String) {
+        let node = self.nodes.len() as u32;
         self.keys.entry(name_key(&id)).or_insert_with(|| id.clone());
         self.node_of.insert(id.clone(), node);
         self.nodes.push(id);
@@ -350,10 +383,29 @@ impl EntityResolver {
             .collect())
     }
 
+    /// The graph delta of an extraction whose names were all resolved ([`Self::resolve_names`]):
+    /// their entities' ids, and the links of every entity it names. Every document that names
+    /// a linked entity carries its links, so the graph keeps a link while one of them lives.
+    pub fn delta(&self, ex: &Extraction) -> GraphDelta {
+        let mut delta = resolve_with(ex, &|norm: &str| self.canonical(norm).unwrap_or(norm).to_string());
+        delta.links = delta
+            .entities
+            .iter()
+            .flat_map(|e| self.links(&e.id).iter().map(|l| EntityLink { id: e.id.clone(), to_id: l.to.clone(), confidence: l.confidence }))
+            .collect();
+        delta
+    }
+
+    /// The names an extraction gives, as [`Self::resolve_names`] takes them.
+    pub fn names_of(ex: &Extraction) -> impl Iterator<Item = &str> {
+        ex.entities.iter().map(|m| m.name.as_str()).chain(ex.triples.iter().flat_map(|t| [t.subject.as_str(), t.object.as_str()]))
+    }
+
     /// Decides new names already embedded, in order, and stores the decisions in one atomic
     /// batch.
     pub fn resolve_embedded(&mut self, items: &[NewName]) -> Result<Vec<Resolution>, ResolverError> {
         let mut batch = sled::Batch::default();
+        let mut touched: std::collections::BTreeSet<u32> = Default::default();
         let mut out = Vec::with_capacity(items.len());
         for item in items {
             let norm = &item.norm;
@@ -369,7 +421,8 @@ impl EntityResolver {
                     val.push(0);
                     val.extend(item.vector.iter().flat_map(|x| x.to_le_bytes()));
                     batch.insert(format!("v\0{:016x}", self.nodes.len()).into_bytes(), val);
-                    self.add_node(norm.clone(), &item.vector);
+                    touched.extend(self.index.insert_tracked(&item.vector).1);
+                    self.add_node(norm.clone());
                     if let Some(b) = &item.base {
                         batch.insert(format!("q\0{norm}").into_bytes(), b.as_bytes());
                         self.add_base(norm.clone(), b.clone());
@@ -389,6 +442,13 @@ impl EntityResolver {
             out.push(how);
         }
         if let Some(tree) = &self.store {
+            // The index's links as they now are, in the same batch as the decisions.
+            for &i in &touched {
+                batch.insert(node_key(i), self.index.node_bytes(i));
+            }
+            if !touched.is_empty() {
+                batch.insert(b"s\0hnsw".to_vec(), self.index.state_bytes());
+            }
             tree.apply_batch(batch)?;
         }
         Ok(out)
@@ -433,32 +493,19 @@ impl Operator for Resolve {
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, StageFault> {
         let decoded: Vec<Result<Extraction, _>> = batch.iter().map(|r| decode::<Extraction>(&r.payload)).collect();
         if let Some(resolver) = &mut self.resolver {
-            let names: Vec<&str> = decoded
-                .iter()
-                .flatten()
-                .flat_map(|ex| {
-                    ex.entities.iter().map(|m| m.name.as_str()).chain(ex.triples.iter().flat_map(|t| [t.subject.as_str(), t.object.as_str()]))
-                })
-                .collect();
+            let names: Vec<&str> = decoded.iter().flatten().flat_map(EntityResolver::names_of).collect();
             // The decisions are stored before the deltas go out, so a replay of this batch
             // after a crash finds every name known and resolves it the same way.
             blocking(|| resolver.resolve_names(&names))?;
         }
         let resolver = self.resolver.as_ref();
-        let canonical = |norm: &str| resolver.and_then(|r| r.canonical(norm)).unwrap_or(norm).to_string();
         Ok(decoded
             .into_iter()
             .map(|ex| {
-                let mut delta = resolve_with(&ex?, &canonical);
-                // Every document that names a linked entity carries its links: the graph keeps
-                // a link while one of them lives.
-                if let Some(r) = resolver {
-                    delta.links = delta
-                        .entities
-                        .iter()
-                        .flat_map(|e| r.links(&e.id).iter().map(|l| EntityLink { id: e.id.clone(), to_id: l.to.clone(), confidence: l.confidence }))
-                        .collect();
-                }
+                let delta = match resolver {
+                    Some(r) => r.delta(&ex?),
+                    None => resolve(&ex?),
+                };
                 Ok(vec![Output { topic: self.topics.graph_deltas.clone(), key: delta.doc_id.clone(), payload: encode(&delta) }])
             })
             .collect())

@@ -63,12 +63,16 @@ fn only_the_same_name_merges_near_names_link_and_decisions_survive_a_restart() {
     assert!(r.links("david bradley").iter().any(|l| l.to == "david bradley director"));
     assert_eq!(r.links("david bradley actor").iter().map(|l| l.to.as_str()).collect::<Vec<_>>(), vec!["david bradley"]);
     assert_eq!(r.entities(), 9);
+    let probe = r.encoder().embed_vecs(&["Dave Bradley", "Apollo 12", "Londres"]).unwrap();
+    let near = |r: &EntityResolver| probe.iter().map(|v| r.nearest("probe", v, 5, false)).collect::<Vec<_>>();
+    let before = near(&r);
     drop(r);
 
     // Reopened: every name is known (no new decision), links and qualifiers are back, the
     // index is rebuilt.
     let mut r = EntityResolver::open(encoder(), 0.8, Some(open_store(dir.path()).unwrap())).unwrap();
     assert_eq!(r.entities(), 9);
+    assert_eq!(near(&r), before, "the index read back finds what it found");
     assert_eq!(r.canonical("martin luther king junior"), Some("martin luther king jr"));
     assert_eq!(r.links("barack h obama")[0].to, "barack obama");
     let again = r.resolve_names(&["Barack H. Obama", "Apollo 13"]).unwrap();
@@ -120,4 +124,28 @@ async fn the_resolve_stage_publishes_merged_ids() {
         assert_eq!((later.links[0].id.as_str(), later.links[0].to_id.as_str()), ("barack h obama", "barack obama"));
         assert!(later.links[0].confidence >= 0.8);
     }
+}
+
+/// A store written before the index was kept (vectors and decisions only) opens by rebuilding
+/// the index once, and keeps it from then on.
+#[test]
+fn a_store_without_its_index_rebuilds_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = open_store(dir.path()).unwrap();
+    let mut r = EntityResolver::open(encoder(), 0.8, Some(tree.clone())).unwrap();
+    r.resolve_names(&["Barack Obama", "London", "Apollo 11", "Ada Lovelace"]).unwrap();
+    let v = r.encoder().embed_vecs(&["Barack H. Obama"]).unwrap().remove(0);
+    let before = r.nearest("barack h obama", &v, 5, false);
+    drop(r);
+    let index_keys: Vec<_> = tree.scan_prefix(b"h\0").keys().chain(tree.scan_prefix(b"s\0").keys()).collect::<Result<_, _>>().unwrap();
+    assert_eq!(index_keys.len(), 5, "four nodes and the index state");
+    for k in index_keys {
+        tree.remove(k).unwrap();
+    }
+    let r = EntityResolver::open(encoder(), 0.8, Some(tree.clone())).unwrap();
+    assert_eq!(r.nearest("barack h obama", &v, 5, false), before);
+    assert_eq!(tree.scan_prefix(b"h\0").count(), 4, "the rebuilt index is kept");
+    drop(r);
+    let r = EntityResolver::open(encoder(), 0.8, Some(tree)).unwrap();
+    assert_eq!(r.nearest("barack h obama", &v, 5, false), before);
 }
