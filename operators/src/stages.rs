@@ -63,7 +63,8 @@ pub struct ResolveConfig {
     /// Entity resolution by name embeddings with this sentence encoder (all-MiniLM-L6-v2
     /// directory); None: by normalised name only.
     pub model: Option<PathBuf>,
-    /// Cosine at or above which a new name joins an existing entity.
+    /// Cosine at or above which a new name is linked to an existing entity (a merge needs the
+    /// same name).
     pub threshold: f32,
 }
 

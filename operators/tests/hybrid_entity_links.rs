@@ -12,6 +12,7 @@ use candle_core::Device;
 use streamrag_glm::SentenceEncoder;
 use streamrag_operators::graph::{Dirty, GraphState};
 use streamrag_operators::passages::DocSink;
+use streamrag_operators::resolve::EntityResolver;
 use streamrag_operators::retrieve::{Bm25Index, DenseIndex, FactVectors, Hybrid, HybridParams, Retriever};
 use streamrag_schemas::{EntityRef, Extraction, GraphChange, ResolvedTriple, SourceRef, SCHEMA_VERSION};
 
@@ -47,6 +48,11 @@ fn hybrid(dir: &std::path::Path) -> (GraphState, Hybrid) {
 
 /// [`hybrid`] over the documents given (id, title, text).
 fn hybrid_over(dir: &std::path::Path, docs: Vec<(String, String, String)>) -> (GraphState, Hybrid) {
+    hybrid_resolved(dir, docs, None)
+}
+
+/// [`hybrid_over`], the names resolved by `resolver` when there is one (links included).
+fn hybrid_resolved(dir: &std::path::Path, docs: Vec<(String, String, String)>, mut resolver: Option<EntityResolver>) -> (GraphState, Hybrid) {
     let mut g = GraphState::new();
     let mut changes = Vec::new();
     for (i, (id, title, text)) in docs.iter().enumerate() {
@@ -61,7 +67,13 @@ fn hybrid_over(dir: &std::path::Path, docs: Vec<(String, String, String)>) -> (G
             extractor: "builtin".into(),
             source: SourceRef { topic: "docs".into(), partition: 0, offset: i as i64, timestamp_ms: None },
         };
-        let d = streamrag_operators::resolve::resolve(&ex);
+        let d = match &mut resolver {
+            Some(r) => {
+                r.resolve_names(&EntityResolver::names_of(&ex).collect::<Vec<_>>()).unwrap();
+                r.delta(&ex)
+            }
+            None => streamrag_operators::resolve::resolve(&ex),
+        };
         if let Some(c) = g.apply(&d.doc_id, GraphState::entry_of(&d), &mut Dirty::default()) {
             changes.push((id.clone(), c));
         }
@@ -224,6 +236,35 @@ fn a_name_the_page_gives_as_an_alias_gets_that_page() {
     let (off, docs_off) = rank("false");
     assert!(on.is_some_and(|r| r < 2), "the page whose subject the alias names is one of the two named things' pages: {docs_on:?}");
     assert!(off.is_none_or(|r| r > on.unwrap()), "without alias pages it is only a page naming him: on {docs_on:?}\noff: {docs_off:?}");
+}
+
+/// The film's page names its director "David S. Bradley", his own page "David Bradley": entity
+/// resolution links the two names (close, not the same), the graph agrees (both meet the film),
+/// and the director's page becomes the bridge's own page. A link the graph does not back (a
+/// namesake who shares no neighbour) gives nothing.
+#[test]
+fn a_page_entity_resolution_linked_and_the_graph_backs_is_the_bridge_page() {
+    let docs = vec![
+        doc("film", "Talk About a Stranger", "Talk About a Stranger is a 1952 American film noir directed by David S. Bradley and starring George Murphy."),
+        doc("director", "David Bradley", "David Bradley was an American film director and film historian. David Bradley directed Talk About a Stranger. He later taught film at UCLA."),
+        doc("namesake", "David S. Bradford", "David S. Bradford is a Canadian chemist. David S. Bradford was born in Ottawa."),
+        doc("murphy", "George Murphy", "George Murphy was an American dancer and actor. George Murphy starred in Talk About a Stranger."),
+        doc("ucla", "UCLA", "UCLA is a public university in Los Angeles."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let resolver = EntityResolver::open(SentenceEncoder::load(&minilm(), &Device::Cpu).unwrap(), 0.8, None).unwrap();
+    let (g, h) = hybrid_resolved(dir.path(), docs, Some(resolver));
+    let linked: Vec<&str> = g.synonyms("david s bradley").iter().map(|l| l.0).collect();
+    assert!(linked.contains(&"david bradley"), "the two names are linked, not merged: {linked:?}");
+    assert!(g.entity("david s bradley").is_some_and(|e| !e.docs().any(|d| d == "director")), "the director's page never writes \"David S. Bradley\"");
+    let q = "Where did the director of film Talk About a Stranger work?";
+    let got = |links: &str| graph_only(&g, &h, q, 5, "page_links", links).documents;
+    let (on, off) = (got("true"), got("false"));
+    let rank = |docs: &[streamrag_schemas::ScoredDocument], id: &str| docs.iter().position(|d| d.id == id);
+    let score = |docs: &[streamrag_schemas::ScoredDocument]| docs.iter().find(|d| d.id == "director").map_or(0.0, |d| d.score);
+    assert!(rank(&on, "director").is_some_and(|r| r < 2), "the bridge's page, through the link: {on:?}\noff: {off:?}");
+    assert!(score(&off) < score(&on), "without links it falls: {off:?}\non: {on:?}");
+    assert!(rank(&on, "namesake").is_none_or(|r| r > rank(&on, "director").unwrap()), "{on:?}");
 }
 
 #[test]

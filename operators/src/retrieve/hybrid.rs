@@ -163,6 +163,10 @@ pub struct HybridParams {
     /// gives their subject its name ("also known as Frederick Barbarossa" on "Frederick I, Holy
     /// Roman Emperor"; false: not).
     pub page_aliases: bool,
+    /// Failing all those (with `page_variants`), an entity has as its own the pages titled by an
+    /// entity that entity resolution linked to it, when the graph agrees: the two share a
+    /// neighbour or meet in a fact (false: not; a graph built without resolution has no links).
+    pub page_links: bool,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
     pub name_pages_min: usize,
@@ -222,6 +226,7 @@ impl Default for HybridParams {
             name_pages_min: 2,
             page_variants: true,
             page_aliases: true,
+            page_links: true,
             prior_boost: 0.0,
             max_ngram: 10,
             fuse_k: 60.0,
@@ -276,6 +281,7 @@ impl HybridParams {
             "name_pages_min" => self.name_pages_min = num(key, value)?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
             "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
+            "page_links" => self.page_links = value.parse().map_err(|_| format!("page_links: true or false, not {value}"))?,
             "prior_boost" => self.prior_boost = num(key, value)?,
             "max_ngram" => self.max_ngram = num(key, value)?,
             "fuse_k" => self.fuse_k = num(key, value)?,
@@ -813,9 +819,22 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<
     }
     // an alias the page itself gives its subject ("Frederick I, Holy Roman Emperor": "also known
     // as Frederick Barbarossa")
-    docs(e)
+    let aliased: Vec<DocView<'g>> = docs(e)
         .filter(|d| d.title_key() != e.id() && d.triples().any(|(s, r, o)| ((s, o) == (d.title_key(), e.id()) || (s, o) == (e.id(), d.title_key())) && is_alias_relation(r)))
-        .collect()
+        .collect();
+    if !aliased.is_empty() || !p.page_links {
+        return aliased;
+    }
+    // the page of an entity resolution linked to this one, most confident first, when the graph
+    // agrees: a name alone is no evidence ("Juan Carlos" / "Juan Carlos Real")
+    let near: HashSet<u32> = e.neighbour_slots().map(|(s, _)| s).collect();
+    g.synonyms(e.id())
+        .into_iter()
+        .filter_map(|(f, _)| g.entity(f))
+        .filter(|f| near.contains(&f.slot()) || f.neighbour_slots().any(|(s, _)| near.contains(&s)))
+        .map(exact)
+        .find(|pages| !pages.is_empty())
+        .unwrap_or_default()
 }
 
 /// The passages whose title is a named entity (its own pages), each with the name's share over

@@ -14,6 +14,7 @@ use serde_json::json;
 use streamrag_operators::metrics::quantile;
 use streamrag_operators::progress::Progress;
 use streamrag_operators::retrieve::{Hybrid, Retriever, RetrieverChoice};
+use streamrag_operators::stages::ResolveConfig;
 use streamrag_schemas::{Query, SCHEMA_VERSION};
 
 use super::minilm_dir;
@@ -61,6 +62,13 @@ pub struct EvalArgs {
     /// GLM graphs per forward pass.
     #[arg(long, value_parser = super::at_least_one, default_value_t = 4)]
     pub glm_batch: usize,
+    /// Entity resolution while indexing, with this sentence encoder (all-MiniLM-L6-v2
+    /// directory), as `run --resolve-model`; off by default, as in `run`.
+    #[arg(long, conflicts_with = "indexed")]
+    pub resolve_model: Option<PathBuf>,
+    /// Link threshold of entity resolution (cosine).
+    #[arg(long, default_value_t = 0.8, requires = "resolve_model")]
+    pub resolve_threshold: f32,
 }
 
 /// Recall of the node's hybrid with each part switched off in turn, on the same graph and
@@ -85,13 +93,14 @@ fn ablate(node: &Node, h: &Hybrid, questions: &[&Question]) -> Result<Vec<(&'sta
 
 /// Starts an embedded node under `data` (a fresh temporary directory when None) and sends the
 /// corpus through it; returns when every stage has caught up.
-pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice, send: bool) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
+pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice, resolve: ResolveConfig, send: bool) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
     let (dir, temp) = match data {
         Some(d) => (d.to_path_buf(), false),
         None => (crate::scratch_dir("streamrag-eval")?, true),
     };
     let mut cfg = NodeConfig::embedded(&dir);
     cfg.query.retriever = retriever;
+    cfg.resolve = resolve;
     let (node, tasks) = Node::start(cfg).await?;
     let t0 = Instant::now();
     if send {
@@ -151,7 +160,11 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         _ if !o.set.is_empty() || o.ablate => bail!("--set and --ablate are for --retriever hybrid"),
         _ => {}
     }
-    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice, !o.indexed).await?;
+    if let Some(model) = &o.resolve_model {
+        super::check_model_dir(model, "--resolve-model")?;
+    }
+    let resolve = ResolveConfig { model: o.resolve_model.clone(), threshold: o.resolve_threshold };
+    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice, resolve, !o.indexed).await?;
     let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
     eprintln!("indexed {} passages in {index_s:.1}s: {} entities, {} triples", ds.corpus.len(), stats.entities, stats.triples);
     let t0 = Instant::now();
