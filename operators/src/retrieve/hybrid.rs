@@ -163,10 +163,19 @@ pub struct HybridParams {
     /// gives their subject its name ("also known as Frederick Barbarossa" on "Frederick I, Holy
     /// Roman Emperor"; false: not).
     pub page_aliases: bool,
-    /// Failing all those (with `page_variants`), an entity has as its own the pages titled by an
-    /// entity that entity resolution linked to it, when the graph agrees: the two share a
-    /// neighbour or meet in a fact (false: not; a graph built without resolution has no links).
+    /// Failing all those (with `page_variants`), the far end of a matched fact has as its own
+    /// the pages titled by an entity that entity resolution linked to it, when the graph agrees:
+    /// the two share a neighbour or meet in a fact (false: not; a graph built without
+    /// resolution has no links). Not for the question's own names: a part of a longer name
+    /// ("Henry I" in "Henry I of Ziebice") would take a namesake's page. Off by default: on
+    /// 2Wiki questions 0-499 it won 3 questions and lost 5 (namesakes of one family share
+    /// neighbours: "John Stewart" -> "Lord John Stewart").
     pub page_links: bool,
+    /// The least confidence of a link `page_links` follows.
+    pub link_confidence: f32,
+    /// The most neighbours a shared neighbour may have to back a link (a hub or a year backs
+    /// anything).
+    pub link_hub: usize,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
     pub name_pages_min: usize,
@@ -226,7 +235,9 @@ impl Default for HybridParams {
             name_pages_min: 2,
             page_variants: true,
             page_aliases: true,
-            page_links: true,
+            page_links: false,
+            link_confidence: 0.0,
+            link_hub: usize::MAX,
             prior_boost: 0.0,
             max_ngram: 10,
             fuse_k: 60.0,
@@ -282,6 +293,8 @@ impl HybridParams {
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
             "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
             "page_links" => self.page_links = value.parse().map_err(|_| format!("page_links: true or false, not {value}"))?,
+            "link_confidence" => self.link_confidence = num(key, value)?,
+            "link_hub" => self.link_hub = num(key, value)?,
             "prior_boost" => self.prior_boost = num(key, value)?,
             "max_ngram" => self.max_ngram = num(key, value)?,
             "fuse_k" => self.fuse_k = num(key, value)?,
@@ -433,7 +446,7 @@ impl Hybrid {
         if p.name_pages > 0.0 {
             let proper: Vec<(&str, f64)> = name_shares.into_iter().filter(|(id, _)| proper(id)).collect();
             if proper.len() >= p.name_pages_min {
-                for (d, bonus) in name_pages(g, &proper, p) {
+                for (d, bonus) in name_pages(g, &proper, p, false) {
                     *scores.entry(d.to_string()).or_default() += p.name_pages * bonus;
                 }
             }
@@ -451,7 +464,7 @@ impl Hybrid {
                 }
             }
             let ends: Vec<(&str, f64)> = ends.into_iter().collect();
-            for (d, bonus) in name_pages(g, &ends, p) {
+            for (d, bonus) in name_pages(g, &ends, p, true) {
                 *scores.entry(d.to_string()).or_default() += p.fact_pages * bonus;
             }
         }
@@ -600,7 +613,7 @@ impl Hybrid {
                 let mut set: HashSet<(&str, &str, &str)> = HashSet::default();
                 for e in group.iter().filter_map(|n| g.entity(n)).filter(|e| e.df() <= p.max_df) {
                     set.extend(g.incident(e.id()));
-                    for d in own_pages(g, e, p) {
+                    for d in own_pages(g, e, p, false) {
                         set.extend(d.triples());
                     }
                 }
@@ -781,8 +794,9 @@ fn name_groups<'n>(q: &str, names: &'n [String]) -> Vec<Vec<&'n str>> {
 /// parentheses ("James Young (director)" for "James Young"), the usual way to tell apart the
 /// pages of things that share a name; failing those, the page titled by a shorter form of a
 /// styled name (without its opening titles of rank or what follows its comma); failing those,
-/// the pages whose text says their subject is also known by this name.
-fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<DocView<'g>> {
+/// the pages whose text says their subject is also known by this name; failing those, with
+/// `links`, the page of an entity resolution linked to it that the graph backs.
+fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams, links: bool) -> Vec<DocView<'g>> {
     let docs = |e: EntityView<'g>| e.docs().filter_map(|d| g.doc(d));
     let exact = |e: EntityView<'g>| -> Vec<DocView<'g>> { docs(e).filter(|d| d.title_key() == e.id()).collect() };
     let own = exact(e);
@@ -822,14 +836,16 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<
     let aliased: Vec<DocView<'g>> = docs(e)
         .filter(|d| d.title_key() != e.id() && d.triples().any(|(s, r, o)| ((s, o) == (d.title_key(), e.id()) || (s, o) == (e.id(), d.title_key())) && is_alias_relation(r)))
         .collect();
-    if !aliased.is_empty() || !p.page_links {
+    if !aliased.is_empty() || !p.page_links || !links {
         return aliased;
     }
     // the page of an entity resolution linked to this one, most confident first, when the graph
     // agrees: a name alone is no evidence ("Juan Carlos" / "Juan Carlos Real")
-    let near: HashSet<u32> = e.neighbour_slots().map(|(s, _)| s).collect();
+    let specific = |s: u32| g.entity_at(s).is_some_and(|n| n.neighbour_count() <= p.link_hub && n.id().chars().any(char::is_alphabetic));
+    let near: HashSet<u32> = e.neighbour_slots().map(|(s, _)| s).filter(|&s| specific(s)).collect();
     g.synonyms(e.id())
         .into_iter()
+        .filter(|&(_, c)| c >= p.link_confidence)
         .filter_map(|(f, _)| g.entity(f))
         .filter(|f| near.contains(&f.slot()) || f.neighbour_slots().any(|(s, _)| near.contains(&s)))
         .map(exact)
@@ -839,7 +855,7 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams) -> Vec<
 
 /// The passages whose title is a named entity (its own pages), each with the name's share over
 /// the best share (a name with several such pages splits it among them; a hub has none).
-fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], p: &HybridParams) -> Vec<(&'g str, f64)> {
+fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], p: &HybridParams, links: bool) -> Vec<(&'g str, f64)> {
     let best = shares.iter().fold(0.0f64, |a, s| a.max(s.1));
     if best <= 0.0 {
         return vec![];
@@ -847,7 +863,7 @@ fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], p: &HybridParams) -
     let mut out = Vec::new();
     for (id, share) in shares {
         let Some(e) = g.entity(id).filter(|e| e.df() <= p.max_df) else { continue };
-        let own: Vec<&str> = own_pages(g, e, p).iter().map(|d| d.id()).collect();
+        let own: Vec<&str> = own_pages(g, e, p, links).iter().map(|d| d.id()).collect();
         for d in &own {
             out.push((*d, share / best / own.len() as f64));
         }
