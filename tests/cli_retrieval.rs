@@ -12,14 +12,6 @@ use common::*;
 use serde_json::{json, Value};
 use streamrag::synth;
 
-fn minilm() -> PathBuf {
-    let d = std::env::var("STREAMRAG_MINILM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models/all-MiniLM-L6-v2"));
-    assert!(d.join("model.safetensors").exists(), "scripts/fetch-models.sh fetches all-MiniLM-L6-v2 into .models/");
-    d
-}
-
 fn gz(path: &Path, v: &Value) {
     let f = std::fs::File::create(path).unwrap();
     let mut w = flate2::write::GzEncoder::new(f, flate2::Compression::fast());

@@ -14,6 +14,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use streamrag_operators::graph::GraphStats;
 use streamrag_operators::transport::kafka::{KafkaConfig, KafkaTransport};
 use streamrag_schemas::{decode, DeadLetter};
 
@@ -190,6 +191,49 @@ fn two_openie_instances_share_partitions_and_survive_one_dying() {
     let got = wait_stats(&addr, Duration::from_secs(120), |s| s.documents >= 200);
     assert_same_graph(&got, &want);
     eprintln!("openie records after the kill: a {}", openie_records_in(&addr_a));
+    a.stop();
+    main.stop();
+}
+
+/// Two resolve processes with entity resolution on (real MiniLM weights), in one consumer
+/// group over 4 partitions, each with its own decision store under its own data directory:
+/// they share the triples topic, one is SIGKILLed mid-stream and the other takes over its
+/// partitions. Nothing is lost or counted twice: documents, entities, triples and their support
+/// equal the oracle's (merges join only the same name, and this corpus has no two spellings of
+/// one), and synonym links reach the graph from both instances' decisions.
+#[test]
+fn two_resolve_instances_with_entity_resolution_share_partitions() {
+    let (_broker, brokers) = start_broker();
+    let dir = tempfile::tempdir().unwrap();
+    let (docs, _) = corpus();
+    let want = expected(&docs);
+    let model = minilm();
+    let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let common = ["--brokers", &brokers, "--partitions", "4"];
+    let (mut main, addr) = start_run(&[&common[..], &["--data", &d("main"), "--stages", "openie,kg-writer,query"], &FAULT_RETRIEVER[..]].concat());
+    let resolve = |n: &str| start_run(&[&common[..], &["--data", &d(n), "--stages", "resolve", "--resolve-model", model.to_str().unwrap()]].concat());
+    let (mut a, addr_a) = resolve("a");
+    let (mut b, addr_b) = resolve("b");
+    let records = |addr: &str| metric(addr, "streamrag_stage_records_in_total{stage=\"resolve\"}");
+
+    let first = dir.path().join("first.jsonl");
+    let rest = dir.path().join("rest.jsonl");
+    write_jsonl(&first, &docs[..100]);
+    write_jsonl(&rest, &docs[100..]);
+    streamrag(&["ingest", "--brokers", &brokers, first.to_str().unwrap()]);
+    let got = wait_stats(&addr, Duration::from_secs(180), |s| s.documents >= 100);
+    let (na, nb) = (records(&addr_a), records(&addr_b));
+    eprintln!("resolve records before the kill: a {na}, b {nb}; {} links", got.links);
+    assert_eq!(na + nb, 100.0, "each document once across the group");
+    assert!(na > 0.0 && nb > 0.0, "the group shares the partitions: a {na}, b {nb}");
+
+    b.sigkill();
+    streamrag(&["ingest", "--brokers", &brokers, rest.to_str().unwrap()]);
+    let got = wait_stats(&addr, Duration::from_secs(180), |s| s.documents >= 200);
+    let view = |s: &GraphStats| (s.documents, s.entities, s.triples, s.support, s.mentions);
+    assert_eq!(view(&got), view(&want), "graph differs from the oracle's");
+    assert!(got.links > 0, "entity resolution's links reach the graph: {got:?}");
+    eprintln!("resolve records after the kill: a {}; {} links", records(&addr_a), got.links);
     a.stop();
     main.stop();
 }

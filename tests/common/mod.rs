@@ -17,6 +17,15 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_streamrag")
 }
 
+/// The all-MiniLM-L6-v2 directory `scripts/fetch-models.sh` fills (or STREAMRAG_MINILM_DIR).
+pub fn minilm() -> PathBuf {
+    let d = std::env::var("STREAMRAG_MINILM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.models/all-MiniLM-L6-v2"));
+    assert!(d.join("model.safetensors").exists(), "scripts/fetch-models.sh fetches all-MiniLM-L6-v2 into .models/");
+    d
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
