@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use serde_json::{json, Value};
