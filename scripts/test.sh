@@ -27,6 +27,11 @@ if ! "$PY" -c "import pyarrow" 2>/dev/null; then
   "$PY" -m pip install --quiet --disable-pip-version-check pyarrow
 fi
 export STREAMRAG_PYTHON="$PY"
+# The official OpenAI client: the OpenAI-compatible endpoint's test drives it.
+if ! "$PY" -c "import openai" 2>/dev/null; then
+  echo "installing openai..." >&2
+  "$PY" -m pip install --quiet --disable-pip-version-check openai
+fi
 # moto's S3 server: durable storage for the broker in the broker-restart test.
 if ! "$PY" -c "import moto.server, flask" 2>/dev/null; then
   echo "installing moto[server]..." >&2

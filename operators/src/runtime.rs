@@ -156,6 +156,14 @@ pub async fn run<O: Operator>(
             _ = shutdown.changed() => continue,
         };
         if batch.is_empty() {
+            // idle: the gauge still follows the topic (it kept the lag measured after an earlier
+            // batch when the last ones came within the second)
+            if !next.is_empty() && lag_at.elapsed() >= Duration::from_secs(1) {
+                lag_at = std::time::Instant::now();
+                if let Some(lag) = sub.lag(&next) {
+                    metrics.lag.store(lag, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
             continue;
         }
         let started = std::time::Instant::now();

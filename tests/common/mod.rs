@@ -258,3 +258,17 @@ pub fn metric(addr: &str, prefix: &str) -> f64 {
     let text = blocking_get(&format!("http://{addr}/metrics")).unwrap();
     text.lines().filter(|l| l.starts_with(prefix)).map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap()).sum()
 }
+
+/// Polls /health until the embedded node says every stage, the index readers included, has
+/// read its input to the end: answers no longer change as indexes catch up.
+pub fn wait_caught_up(addr: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let h: serde_json::Value = blocking_get(&format!("http://{addr}/health")).ok().and_then(|b| serde_json::from_str(&b).ok()).unwrap_or_default();
+        if h["caught_up"] == true {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not caught up after {timeout:?}: {h}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

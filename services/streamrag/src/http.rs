@@ -1,5 +1,6 @@
 //! The HTTP API: `POST /documents`, `POST /query` (answers synchronously), `GET /health`,
-//! `GET /stats`. Bodies over the limit get 413; input that fails validation gets 400 with the
+//! `GET /stats`, and the OpenAI-compatible `/v1/models` and `/v1/chat/completions`
+//! ([`crate::openai`]). Bodies over the limit get 413; input that fails validation gets 400 with the
 //! reason, and nothing of a rejected request is published.
 
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/documents", post(documents))
         .route("/query", post(query))
+        .route("/v1/models", get(crate::openai::models))
+        .route("/v1/chat/completions", post(crate::openai::chat))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
@@ -57,6 +60,9 @@ async fn health(State(s): State<Arc<ApiState>>) -> Json<Value> {
         "transport": s.node.transport.name(),
         "stages": s.node.config.stages.iter().map(|k| k.name()).collect::<Vec<_>>(),
         "started_from_snapshot": s.node.started_from,
+        // every stage, index readers included, at the end of its input (embedded only: on
+        // Kafka watch streamrag_stage_consumer_lag)
+        "caught_up": (s.node.transport.name() == "embedded").then(|| s.node.drained().unwrap_or(false)),
     }))
 }
 

@@ -20,6 +20,7 @@ pub mod config;
 pub mod dataset;
 pub mod http;
 pub mod node;
+pub mod openai;
 pub mod progress;
 pub mod synth;
 
