@@ -32,6 +32,11 @@ if ! "$PY" -c "import openai" 2>/dev/null; then
   echo "installing openai..." >&2
   "$PY" -m pip install --quiet --disable-pip-version-check openai
 fi
+# The official MCP Python SDK: the client of `streamrag mcp` in its test.
+if ! "$PY" -c "import mcp" 2>/dev/null; then
+  echo "installing mcp..." >&2
+  "$PY" -m pip install --quiet --disable-pip-version-check mcp
+fi
 # moto's S3 server: durable storage for the broker in the broker-restart test.
 if ! "$PY" -c "import moto.server, flask" 2>/dev/null; then
   echo "installing moto[server]..." >&2

@@ -10,22 +10,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-fn samples() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/corpus.jsonl")
-}
-
-/// A node holding the sample corpus, every document indexed.
-fn node_with_samples(dir: &Path) -> (Proc, String) {
-    let data = dir.join("data");
-    let corpus = samples();
-    streamrag(&["ingest", "--data", data.to_str().unwrap(), corpus.to_str().unwrap()]);
-    let docs = std::fs::read_to_string(&corpus).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
-    let (node, addr) = start_run(&["--data", data.to_str().unwrap()]);
-    wait_stats(&addr, Duration::from_secs(120), |s| s.documents >= docs);
-    wait_caught_up(&addr, Duration::from_secs(120));
-    (node, addr)
-}
-
 #[test]
 fn the_openai_python_client_asks_streaming_and_not_and_gets_cited_answers() {
     let dir = tempfile::tempdir().unwrap();

@@ -272,3 +272,16 @@ pub fn wait_caught_up(addr: &str, timeout: Duration) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A node (embedded, HTTP on a free port) holding the sample corpus, every document indexed
+/// and every index caught up.
+pub fn node_with_samples(dir: &Path) -> (Proc, String) {
+    let data = dir.join("data");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/corpus.jsonl");
+    streamrag(&["ingest", "--data", data.to_str().unwrap(), corpus.to_str().unwrap()]);
+    let docs = std::fs::read_to_string(&corpus).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
+    let (node, addr) = start_run(&["--data", data.to_str().unwrap()]);
+    wait_stats(&addr, Duration::from_secs(120), |s| s.documents >= docs);
+    wait_caught_up(&addr, Duration::from_secs(120));
+    (node, addr)
+}

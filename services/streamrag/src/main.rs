@@ -54,12 +54,15 @@ enum Cmd {
     Eval(cmd::eval::EvalArgs),
     /// Train the GLM retriever on a dataset's questions; writes (and resumes) a checkpoint.
     Train(cmd::train::TrainArgs),
+    /// A Model Context Protocol server on stdin/stdout whose tools (ask, ingest, delete,
+    /// stats) act on a running node through its HTTP API.
+    Mcp(cmd::mcp::McpArgs),
 }
 
 impl Cmd {
     /// Commands a person runs for a quick answer log only warnings by default.
     fn quiet(&self) -> bool {
-        matches!(self, Cmd::Demo(_) | Cmd::Ask(_) | Cmd::Ingest(_) | Cmd::Stats(_))
+        matches!(self, Cmd::Demo(_) | Cmd::Ask(_) | Cmd::Ingest(_) | Cmd::Stats(_) | Cmd::Mcp(_))
     }
 
     /// Commands that run models on the CPU.
@@ -117,6 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Cmd::Bench(c) => cmd::bench::run(c, file).await,
             Cmd::Eval(a) => cmd::eval::run(a).await,
             Cmd::Train(a) => cmd::train::run(a).await,
+            Cmd::Mcp(a) => cmd::mcp::run(a).await,
         }
     })
 }

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod eval;
 pub mod glm;
 pub mod ingest;
+pub mod mcp;
 pub mod replay;
 pub mod run;
 pub mod snapshot;
