@@ -4,9 +4,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::time::Duration;
-
 use common::*;
 use serde_json::Value;
 
@@ -14,17 +11,7 @@ use serde_json::Value;
 fn the_openai_python_client_asks_streaming_and_not_and_gets_cited_answers() {
     let dir = tempfile::tempdir().unwrap();
     let (mut node, addr) = node_with_samples(dir.path());
-    let py = std::env::var("STREAMRAG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/openai_client.py");
-    let o = std::process::Command::new(&py).arg(&script).arg(format!("http://{addr}/v1")).output().unwrap();
-    assert!(
-        o.status.success(),
-        "the openai client failed (scripts/test.sh installs the openai package):\n{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&o.stdout).unwrap();
-    eprintln!("{}", serde_json::to_string_pretty(&seen).unwrap());
+    let seen = python_client("openai_client.py", &[&format!("http://{addr}/v1")], "openai");
     assert_eq!(seen["husband"]["answered_by"], "extractive", "no answering LLM is configured here");
     node.stop();
 }

@@ -285,3 +285,21 @@ pub fn node_with_samples(dir: &Path) -> (Proc, String) {
     wait_caught_up(&addr, Duration::from_secs(120));
     (node, addr)
 }
+
+/// Runs a client script of tests/ with the Python the suite was given (`STREAMRAG_PYTHON`), for
+/// the official client libraries of a protocol (scripts/test.sh installs `package`): its stdout
+/// as JSON, printed; a failing script fails the test with its output.
+pub fn python_client(script: &str, args: &[&str], package: &str) -> serde_json::Value {
+    let py = std::env::var("STREAMRAG_PYTHON").unwrap_or_else(|_| "python3".into());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests").join(script);
+    let o = Command::new(&py).arg(&path).args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{script} failed (scripts/test.sh installs the {package} package):\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    eprintln!("{}", serde_json::to_string_pretty(&seen).unwrap());
+    seen
+}
