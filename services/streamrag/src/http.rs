@@ -1,7 +1,8 @@
-//! The HTTP API: `POST /documents`, `POST /query` (answers synchronously), `GET /health`,
-//! `GET /stats`, and the OpenAI-compatible `/v1/models` and `/v1/chat/completions`
-//! ([`crate::openai`]). Bodies over the limit get 413; input that fails validation gets 400 with the
-//! reason, and nothing of a rejected request is published.
+//! The HTTP API: `GET /` (the trace page, `page.html`), `POST /documents`, `POST /query`
+//! (answers synchronously), `GET /health`, `GET /stats`, and the OpenAI-compatible
+//! `/v1/models` and `/v1/chat/completions` ([`crate::openai`]). Bodies over the limit get 413;
+//! input that fails validation gets 400 with the reason, and nothing of a rejected request is
+//! published.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,7 @@ pub fn bind_addr(s: &str) -> String {
 pub fn router(state: Arc<ApiState>) -> Router {
     let body_limit = state.node.config.limits.max_text_bytes * 4 + 64 * 1024;
     Router::new()
+        .route("/", get(page))
         .route("/health", get(health))
         .route("/stats", get(stats))
         .route("/metrics", get(metrics))
@@ -52,6 +54,13 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/chat/completions", post(crate::openai::chat))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
+}
+
+/// The trace page: ask a question, see the answer, the ranked documents, the supporting facts,
+/// the seeds and the retrieved subgraph drawn, with the live graph's counts. One static file
+/// in the binary; it calls `/query` and `/stats`.
+async fn page() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("page.html"))
 }
 
 async fn health(State(s): State<Arc<ApiState>>) -> Json<Value> {
