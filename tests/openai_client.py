@@ -42,6 +42,8 @@ assert r.choices[0].finish_reason == "stop"
 assert "pierre-curie" in ids[:3], ids
 check_citations(text, docs)
 assert extra["facts"], extra
+# the last hop's fact, stated by the top document: the husband's birthplace
+assert "born in Paris [1]" in text, text
 seen["husband"] = {"text": text, "ids": ids, "answered_by": extra["answered_by"]}
 
 # Streamed, the same question: the same text, word by word; the extra field on the last chunk.

@@ -496,7 +496,11 @@ impl Hybrid {
                 ScoredDocument { id, title, score }
             })
             .collect();
-        let triples = evidence(g, &documents, &facts);
+        // what the question asks about, besides its names: its rarer words ("born", "river")
+        let name_terms: HashSet<String> = names.iter().map(|n| self.bm25.terms(n)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
+        let asks: HashSet<&str> = terms.idf.iter().filter(|(t, idf)| **idf >= ASKED_IDF && !name_terms.contains(*t)).map(|(t, _)| t.as_str()).collect();
+        let stated = |rel: &str| self.bm25.terms(rel).map(|ts| ts.iter().any(|t| asks.contains(t.as_str()))).unwrap_or(false);
+        let triples = evidence(g, &documents, &facts, &stated);
         let mut seeds: Vec<String> = names.iter().chain(near.iter().map(|(id, _)| id)).map(|n| display_name(g, n)).collect();
         for ((s, _, o), _) in &facts {
             for end in [s, o] {
@@ -1110,14 +1114,35 @@ fn pagerank(adj: &Csr, restart: &[f64], damping: f64, iterations: usize) -> Vec<
 
 /// The matched facts that the returned passages support, then the triples between the
 /// passages' entities that the facts reach, best first (at most 10).
-fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str), f64)]) -> Vec<Triple> {
+/// The least idf of a question word that says what it asks (a word in most passages says
+/// nothing: "was", "in").
+const ASKED_IDF: f64 = 0.5;
+
+/// The evidence returned with the documents: first the facts the best two documents state about
+/// their own subject whose relation holds a word the question asks about beside its names (the
+/// last hop's answer, "Pierre Curie | was a French physicist born in | Paris" for the husband's
+/// birthplace, which the question's own facts do not reach), then the matched facts the
+/// documents support, then the triples among the matched facts' ends.
+fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str), f64)], stated: &dyn Fn(&str) -> bool) -> Vec<Triple> {
     let returned: HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
     let mut out: Vec<Triple> = Vec::new();
+    for d in docs.iter().take(2).filter_map(|d| g.doc(&d.id)) {
+        let mut own: Vec<Triple> = d
+            .triples()
+            .filter(|(s, r, _)| *s == d.title_key() && stated(r))
+            .map(|(s, r, o)| Triple { subject: display_name(g, s), relation: r.to_string(), object: display_name(g, o) })
+            .collect();
+        own.truncate(2);
+        out.extend(own);
+    }
     let mut ends: BTreeMap<String, f64> = BTreeMap::new();
     for ((s, r, o), score) in facts {
         let supported = g.triple(s, r, o).is_some_and(|t| t.support().any(|d| returned.contains(d)));
         if supported {
-            out.push(Triple { subject: display_name(g, s), relation: r.to_string(), object: display_name(g, o) });
+            let t = Triple { subject: display_name(g, s), relation: r.to_string(), object: display_name(g, o) };
+            if !out.contains(&t) {
+                out.push(t);
+            }
         }
         for e in [s, o] {
             *ends.entry(e.to_string()).or_default() += score;
