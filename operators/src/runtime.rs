@@ -9,7 +9,7 @@ use streamrag_schemas::{encode, DeadLetter, SourceRef, SCHEMA_VERSION};
 use tokio::sync::watch;
 
 use crate::error::{StageError, StageFault};
-use crate::transport::{now_ms, Output, Record, Transport};
+use crate::transport::{now_ms, Output, Record, Subscription, Transport};
 
 /// What processing one record gave: outputs to produce, or an error for the dead-letter topic.
 pub type Outcome = Result<Vec<Output>, StageError>;
@@ -158,12 +158,7 @@ pub async fn run<O: Operator>(
         if batch.is_empty() {
             // idle: the gauge still follows the topic (it kept the lag measured after an earlier
             // batch when the last ones came within the second)
-            if !next.is_empty() && lag_at.elapsed() >= Duration::from_secs(1) {
-                lag_at = std::time::Instant::now();
-                if let Some(lag) = sub.lag(&next) {
-                    metrics.lag.store(lag, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
+            refresh_lag(&sub, &next, &mut lag_at, &metrics.lag);
             continue;
         }
         let started = std::time::Instant::now();
@@ -193,15 +188,22 @@ pub async fn run<O: Operator>(
         for r in &batch {
             next.insert(r.partition, r.offset + 1);
         }
-        if lag_at.elapsed() >= Duration::from_secs(1) {
-            lag_at = std::time::Instant::now();
-            if let Some(lag) = sub.lag(&next) {
-                metrics.lag.store(lag, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
+        refresh_lag(&sub, &next, &mut lag_at, &metrics.lag);
     }
     tracing::info!(stage = op.name(), "stage stopped");
     Ok(())
+}
+
+/// Sets the consumer-lag gauge from `next` (partition -> next offset to read), at most once a
+/// second, and not before the stage has read anything.
+fn refresh_lag(sub: &Subscription, next: &std::collections::BTreeMap<i32, i64>, at: &mut std::time::Instant, gauge: &std::sync::atomic::AtomicI64) {
+    if next.is_empty() || at.elapsed() < Duration::from_secs(1) {
+        return;
+    }
+    *at = std::time::Instant::now();
+    if let Some(lag) = sub.lag(next) {
+        gauge.store(lag, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
