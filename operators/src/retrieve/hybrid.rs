@@ -49,7 +49,7 @@ use crate::normalize::{is_alias_relation, normalize, shorter_forms, unqualified}
 use super::bm25::Bm25Index;
 use super::dense::DenseIndex;
 use super::facts::FactVectors;
-use super::rank::{display_name, supporting_triples};
+use super::rank::{display_name, shown_triple, supporting_triples};
 use super::{RetrieveError, Retrieved};
 
 /// The hybrid's weights and sizes. `eval --set KEY=VALUE` overrides any of them by name.
@@ -1127,19 +1127,13 @@ fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str
     let returned: HashSet<&str> = docs.iter().map(|d| d.id.as_str()).collect();
     let mut out: Vec<Triple> = Vec::new();
     for d in docs.iter().take(2).filter_map(|d| g.doc(&d.id)) {
-        let mut own: Vec<Triple> = d
-            .triples()
-            .filter(|(s, r, _)| *s == d.title_key() && stated(r))
-            .map(|(s, r, o)| Triple { subject: display_name(g, s), relation: r.to_string(), object: display_name(g, o) })
-            .collect();
-        own.truncate(2);
-        out.extend(own);
+        out.extend(d.triples().filter(|(s, r, _)| *s == d.title_key() && stated(r)).take(2).map(|t| shown_triple(g, t)));
     }
     let mut ends: BTreeMap<String, f64> = BTreeMap::new();
     for ((s, r, o), score) in facts {
         let supported = g.triple(s, r, o).is_some_and(|t| t.support().any(|d| returned.contains(d)));
         if supported {
-            let t = Triple { subject: display_name(g, s), relation: r.to_string(), object: display_name(g, o) };
+            let t = shown_triple(g, (s, r, o));
             if !out.contains(&t) {
                 out.push(t);
             }

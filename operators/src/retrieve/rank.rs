@@ -13,6 +13,11 @@ pub fn display_name(g: &GraphState, id: &str) -> String {
     g.entity(id).map(|e| e.name().to_string()).unwrap_or_else(|| id.to_string())
 }
 
+/// A graph triple (entity ids and relation) as an answer shows it: its ends by their names.
+pub fn shown_triple(g: &GraphState, (s, r, o): (&str, &str, &str)) -> Triple {
+    Triple { subject: display_name(g, s), relation: r.to_string(), object: display_name(g, o) }
+}
+
 /// The top `k` entities by score, best first (ties by id, for determinism).
 pub fn top_entities(scores: &HashMap<String, f64>, k: usize) -> Vec<(String, f64)> {
     let mut v: Vec<(String, f64)> = scores.iter().map(|(e, s)| (e.clone(), *s)).collect();
@@ -57,7 +62,7 @@ pub fn supporting_triples(g: &GraphState, docs: &[ScoredDocument], top: &[(Strin
         for t in entry.triples() {
             if let (Some(a), Some(b)) = (score.get(t.0), score.get(t.2)) {
                 if seen.insert(t) {
-                    out.push((a + b, Triple { subject: display_name(g, t.0), relation: t.1.to_string(), object: display_name(g, t.2) }));
+                    out.push((a + b, shown_triple(g, t)));
                 }
             }
         }
