@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use streamrag_operators::{openie, StageError};
-use streamrag_schemas::{Document, Query, SCHEMA_VERSION};
+use streamrag_schemas::{Answer, Document, Query, SCHEMA_VERSION};
 
 use crate::node::Node;
 
@@ -161,14 +161,20 @@ async fn query(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Respo
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("expected {{\"question\": ...}}: {e}")),
     };
     let query = Query { schema_version: SCHEMA_VERSION, query_id: q.query_id.unwrap_or_else(new_query_id), question: q.question, top_k: q.top_k };
-    if let Err(e) = streamrag_operators::query::validate(&query, &s.node.config.limits) {
-        return error(status_of(&e), e.message);
-    }
-    match s.node.ask(&query, s.answer_timeout).await {
+    match answer(&s, &query).await {
         Ok(a) => Json(a).into_response(),
-        Err(e) if e.is::<crate::node::AskTimeout>() => error(StatusCode::GATEWAY_TIMEOUT, e.to_string()),
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err((status, message)) => error(status, message),
     }
+}
+
+/// Checks a query against the limits and asks the node; a refusal as its status and reason:
+/// 400 / 413 for the query, 504 when no answer came in time, 503 when it could not be asked.
+pub(crate) async fn answer(s: &ApiState, query: &Query) -> Result<Answer, (StatusCode, String)> {
+    streamrag_operators::query::validate(query, &s.node.config.limits).map_err(|e| (status_of(&e), e.message))?;
+    s.node.ask(query, s.answer_timeout).await.map_err(|e| {
+        let status = if e.is::<crate::node::AskTimeout>() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::SERVICE_UNAVAILABLE };
+        (status, e.to_string())
+    })
 }
 
 #[cfg(test)]

@@ -231,14 +231,11 @@ pub async fn chat(State(s): State<Arc<ApiState>>, body: Result<Bytes, BytesRejec
         Err(r) => return r,
     };
     let query = Query { schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question, top_k: req.top_k };
-    if let Err(e) = streamrag_operators::query::validate(&query, &s.node.config.limits) {
-        let status = if e.over_limit { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
-        return error(status, "invalid_request_error", None, Some("messages"), e.message);
-    }
-    let a = match s.node.ask(&query, s.answer_timeout).await {
+    let a = match crate::http::answer(&s, &query).await {
         Ok(a) => a,
-        Err(e) if e.is::<crate::node::AskTimeout>() => return error(StatusCode::GATEWAY_TIMEOUT, "server_error", Some("timeout"), None, e.to_string()),
-        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "server_error", None, None, e.to_string()),
+        Err((StatusCode::GATEWAY_TIMEOUT, message)) => return error(StatusCode::GATEWAY_TIMEOUT, "server_error", Some("timeout"), None, message),
+        Err((status, message)) if status.is_server_error() => return error(status, "server_error", None, None, message),
+        Err((status, message)) => return error(status, "invalid_request_error", None, Some("messages"), message),
     };
     let id = format!("chatcmpl-{}", a.query_id);
     let created = now_s();
