@@ -120,7 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Cmd::Bench(c) => cmd::bench::run(c, file).await,
             Cmd::Eval(a) => cmd::eval::run(a).await,
             Cmd::Train(a) => cmd::train::run(a).await,
-            Cmd::Mcp(a) => cmd::mcp::run(a).await,
+            Cmd::Mcp(a) => cmd::mcp::run(a, file).await,
         }
     })
 }

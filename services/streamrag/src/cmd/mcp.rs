@@ -1,8 +1,11 @@
 //! `streamrag mcp --http ADDR`: a Model Context Protocol server on stdin/stdout (the official
-//! Rust SDK, rmcp) whose tools act on a running node through its HTTP API: ask a question,
-//! ingest a document, delete one, read the graph's counts. An agent host (Claude Desktop, an
+//! Rust SDK, rmcp) whose tools act on a running node through its HTTP API, with the clients of
+//! `streamrag ask --http`, `ingest --http` and `stats --http`: ask a question, ingest a
+//! document, delete one, read the graph's counts. An agent host (Claude Desktop, an
 //! IDE, the MCP Python SDK) starts it as a child process. Logs go to stderr only: stdout is
 //! the protocol's.
+
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
@@ -11,8 +14,13 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use serde::Deserialize;
-use serde_json::{json, Value};
-use streamrag_schemas::{Answer, Document};
+use serde_json::json;
+use streamrag_operators::retrieve::RetrieverChoice;
+use streamrag_operators::{Limits, Topics};
+use streamrag_schemas::Document;
+
+use crate::client::{self, Line, Target};
+use crate::config::FileConfig;
 
 #[derive(Args)]
 pub struct McpArgs {
@@ -49,44 +57,31 @@ struct DeleteParams {
 
 #[derive(Clone)]
 struct Tools {
-    http: String,
-    client: reqwest::Client,
+    /// The node's HTTP API, as `streamrag ask --http` and `ingest --http` reach it.
+    addr: String,
+    topics: Topics,
+    limits: Limits,
     /// Built once; the handler routes every call through it.
     tool_router: ToolRouter<Self>,
 }
 
+/// How long `ask` waits for the answer (the node's own HTTP wait).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A tool's failure as the client sees it: an error result with the reason, not a protocol
 /// error (the call itself was fine).
-fn failed(message: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message.into())])
+fn failed(e: anyhow::Error) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("{e:#}"))])
 }
 
 impl Tools {
-    /// Sends a request to the node; the body as JSON on success, else the reason in one line.
-    async fn call(&self, req: reqwest::RequestBuilder) -> Result<Value, String> {
-        let resp = req.send().await.map_err(|e| {
-            if e.is_connect() {
-                format!("nothing answers at http://{}: is `streamrag run --http {}` running?", self.http, self.http)
-            } else {
-                format!("http://{}: {e}", self.http)
-            }
-        })?;
-        let status = resp.status();
-        let body: Value = resp.json().await.map_err(|e| format!("http://{} answered {status} with a body that is not JSON: {e}", self.http))?;
-        if status.is_success() {
-            Ok(body)
-        } else {
-            Err(format!("the node refused it ({status}): {}", body["error"].as_str().unwrap_or(&body.to_string())))
-        }
+    fn node(&self) -> Target {
+        Target::Http(self.addr.clone())
     }
 
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.http)
-    }
-
-    async fn publish(&self, doc: &Document) -> CallToolResult {
-        match self.call(self.client.post(self.url("/documents")).json(doc)).await {
-            Ok(v) => CallToolResult::structured(v),
+    async fn publish(&self, doc: Document) -> CallToolResult {
+        match client::ingest(&self.node(), &self.topics, vec![Line::Doc(doc)]).await {
+            Ok(accepted) => CallToolResult::structured(json!({ "accepted": accepted })),
             Err(e) => failed(e),
         }
     }
@@ -94,40 +89,36 @@ impl Tools {
 
 #[tool_router]
 impl Tools {
-    fn new(http: String) -> Self {
-        Tools { http, client: reqwest::Client::new(), tool_router: Self::tool_router() }
+    fn new(http: String, file: &FileConfig) -> Self {
+        Tools { addr: http, topics: file.topics.clone(), limits: file.limits.clone(), tool_router: Self::tool_router() }
     }
 
     #[tool(description = "Ask the live knowledge graph a question. Returns the answer (the node's answering LLM's when it has one, else the supporting facts) with numbered sources, and the ranked documents, facts and seeds.")]
     async fn ask(&self, Parameters(p): Parameters<AskParams>) -> CallToolResult {
-        let body = json!({ "question": p.question, "top_k": p.top_k });
-        match self.call(self.client.post(self.url("/query")).json(&body)).await {
-            Ok(v) => match serde_json::from_value::<Answer>(v.clone()) {
-                Ok(a) => {
-                    let mut r = CallToolResult::structured(v);
-                    r.content = vec![ContentBlock::text(crate::openai::reply_text(&a))];
-                    r
-                }
-                Err(e) => failed(format!("the node's answer did not parse: {e}")),
-            },
+        // the node answers with its own retriever: this choice only serves a data directory
+        match client::ask(&self.node(), &self.topics, &self.limits, &p.question, p.top_k, ANSWER_TIMEOUT, &RetrieverChoice::Ppr).await {
+            Ok(a) => {
+                let mut r = CallToolResult::structured(serde_json::to_value(&a).expect("an answer serialises"));
+                r.content = vec![ContentBlock::text(crate::openai::reply_text(&a))];
+                r
+            }
             Err(e) => failed(e),
         }
     }
 
     #[tool(description = "Add a document to the knowledge graph, or replace the one with the same id. It is queryable once the pipeline has indexed it (usually within a second).")]
     async fn ingest(&self, Parameters(p): Parameters<IngestParams>) -> CallToolResult {
-        let doc = Document::upsert(p.id, p.title.unwrap_or_default(), p.text);
-        self.publish(&doc).await
+        self.publish(Document::upsert(p.id, p.title.unwrap_or_default(), p.text)).await
     }
 
     #[tool(description = "Delete a document from the knowledge graph by id: the facts and entities only it supported leave the graph.")]
     async fn delete(&self, Parameters(p): Parameters<DeleteParams>) -> CallToolResult {
-        self.publish(&Document::delete(p.id)).await
+        self.publish(Document::delete(p.id)).await
     }
 
     #[tool(description = "The knowledge graph's counts: documents, entities, triples, mentions, links.")]
     async fn stats(&self) -> CallToolResult {
-        match self.call(self.client.get(self.url("/stats"))).await {
+        match client::get_json(&self.addr, "/stats").await {
             Ok(v) => CallToolResult::structured(v),
             Err(e) => failed(e),
         }
@@ -139,12 +130,12 @@ impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("streamrag", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!("Tools over the streamrag node at http://{}: ask questions of its live knowledge graph, add and delete documents, read its counts.", self.http))
+            .with_instructions("Tools over a running streamrag node: ask questions of its live knowledge graph, add and delete documents, read its counts.")
     }
 }
 
-pub async fn run(a: McpArgs) -> Result<()> {
-    let server = Tools::new(a.http).serve(rmcp::transport::stdio()).await?;
+pub async fn run(a: McpArgs, file: FileConfig) -> Result<()> {
+    let server = Tools::new(a.http, &file).serve(rmcp::transport::stdio()).await?;
     server.waiting().await?;
     Ok(())
 }
