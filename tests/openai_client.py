@@ -42,8 +42,12 @@ assert r.choices[0].finish_reason == "stop"
 assert "pierre-curie" in ids[:3], ids
 check_citations(text, docs)
 assert extra["facts"], extra
-# the last hop's fact, stated by the top document: the husband's birthplace
-assert "born in Paris [1]" in text, text
+# the answer itself, cited: the husband's birthplace, from his passage
+assert text.startswith("Paris ["), text
+assert extra["abstained"] is False, extra
+assert "pierre-curie" in [c["document_id"] for c in extra["citations"]], extra["citations"]
+for c in extra["citations"]:
+    assert f"[{c['n']}]" in text.split("\n")[0], (c, text)
 seen["husband"] = {"text": text, "ids": ids, "answered_by": extra["answered_by"]}
 
 # Streamed, the same question: the same text, word by word; the extra field on the last chunk.
@@ -65,6 +69,16 @@ assert "warsaw" in ids2[:3], ids2
 assert ids2[:3] != ids[:3], (ids, ids2)
 check_citations(r2.choices[0].message.content, r2.model_extra["streamrag"]["documents"])
 seen["river"] = {"text": r2.choices[0].message.content, "ids": ids2}
+
+# A question the corpus cannot answer: an abstention, no invented name, no sources listed.
+r3 = client.chat.completions.create(model="streamrag", messages=[{"role": "user", "content": "Who won the 2031 Mars chess championship?"}])
+text3 = r3.choices[0].message.content
+extra3 = r3.model_extra["streamrag"]
+assert extra3["abstained"] is True and extra3["answered_by"] == "none", extra3
+assert extra3["citations"] == [], extra3
+assert not re.search(r"(?<!^)\b[A-Z][a-z]", text3), f"the abstention names something: {text3!r}"
+assert "Sources" not in text3, text3
+seen["unanswerable"] = {"text": text3}
 
 # Errors in OpenAI's shape, raised as the client's own exceptions.
 def status_of(**kw):

@@ -1,7 +1,8 @@
 //! The query stage: questions from the queries topic -> the retriever ([`crate::retrieve`]) on
 //! one consistent version of the live graph -> answers on the answers topic, with the top
-//! documents, the supporting triples, the seeds and the graph version; the answer text is
-//! written by the answering LLM when one is configured ([`crate::answer`]).
+//! documents, the supporting triples, the seeds and the graph version; the answer text, cited,
+//! is written by the answering LLM when one is configured and is extractive otherwise, or the
+//! answer abstains ([`crate::answer`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,6 +37,9 @@ fn answer_of(g: &GraphState, retriever: &Retriever, q: &Query, r: Retrieved, lat
         seeds: r.seeds,
         retriever: retriever.name().into(),
         answer: None,
+        abstained: false,
+        answered_by: None,
+        citations: vec![],
         graph_version: g.version(),
         latency_ms,
     }
@@ -56,6 +60,14 @@ pub fn answer_batch(g: &GraphState, retriever: &Retriever, qs: &[Query]) -> Resu
     Ok(qs.iter().zip(rs).map(|(q, r)| answer_of(g, retriever, q, r, ms)).collect())
 }
 
+/// Puts a written answer into its message.
+pub fn written_into(a: &mut Answer, w: crate::answer::Written) {
+    a.answer = Some(w.text);
+    a.abstained = w.abstained;
+    a.answered_by = Some(w.answered_by);
+    a.citations = w.citations;
+}
+
 /// Checks a query against the rules the schema cannot express (the bounds of [`Limits`]).
 pub fn validate(q: &Query, limits: &Limits) -> Result<(), StageError> {
     limits.check_id("query_id", &q.query_id).map_err(StageError::user)?;
@@ -72,8 +84,9 @@ pub struct QueryStage {
     pub limits: Limits,
     pub graph: LiveGraph,
     pub retriever: Retriever,
-    /// Writes the answer text with an LLM; `None`: retrieval only.
-    pub answerer: Option<Arc<Answerer>>,
+    /// Writes the answer text (with the LLM when one is configured, else extractive), or
+    /// abstains.
+    pub answerer: Arc<Answerer>,
 }
 
 impl QueryStage {
@@ -94,15 +107,14 @@ impl QueryStage {
         if !indexes.is_empty() {
             readers.push(DocsReader::new(shared.topics.clone(), indexes).with_limits(shared.limits.clone()));
         }
-        let answerer = match &cfg.answer_llm {
-            None => None,
-            Some(settings) => {
-                let llm = shared.llms.open("answer", settings).await?;
-                let passages = Arc::new(Passages::default());
-                readers.push(DocsReader::new(shared.topics.clone(), vec![passages.clone() as Arc<dyn DocSink>]).with_limits(shared.limits.clone()));
-                Some(Arc::new(Answerer::new(llm, passages)))
-            }
-        };
+        // the answer passages live in memory and are read from the start, by a reader of their own
+        let passages = Arc::new(Passages::default());
+        readers.push(DocsReader::new(shared.topics.clone(), vec![passages.clone() as Arc<dyn DocSink>]).with_limits(shared.limits.clone()));
+        let mut answerer = Answerer::new(passages);
+        if let Some(settings) = &cfg.answer_llm {
+            answerer = answerer.with_llm(shared.llms.open("answer", settings).await?);
+        }
+        let answerer = Arc::new(answerer);
         let facts = retriever.facts().map(|f| FactsReader::new(shared.topics.clone(), f));
         let stage = QueryStage { topics: shared.topics.clone(), limits: shared.limits.clone(), graph, retriever, answerer };
         Ok((stage, readers, facts))
@@ -129,15 +141,9 @@ impl Operator for QueryStage {
         let valid: Vec<Query> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
         let mut answers = match answer_batch(&g, &self.retriever, &valid) {
             Ok(mut a) => {
-                if let Some(w) = &self.answerer {
-                    // An LLM failure leaves the answer retrieval-only rather than losing it.
-                    let texts = futures::future::join_all(a.iter().map(|x| w.answer(&x.question, &x.documents))).await;
-                    for (x, t) in a.iter_mut().zip(texts) {
-                        match t {
-                            Ok(t) => x.answer = Some(t),
-                            Err(e) => tracing::warn!(query_id = %x.query_id, error = %e.message, "the LLM wrote no answer"),
-                        }
-                    }
+                let written = futures::future::join_all(a.iter().map(|x| self.answerer.write(&x.question, &x.documents))).await;
+                for (x, w) in a.iter_mut().zip(written) {
+                    written_into(x, w);
                 }
                 a.into_iter().map(Ok).collect::<Vec<_>>().into_iter()
             }

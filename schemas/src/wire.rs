@@ -222,6 +222,16 @@ pub struct ScoredDocument {
     pub score: f64,
 }
 
+/// One `[n]` mark of an answer's text: the document it cites.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Citation {
+    /// The number in the mark, from 1.
+    pub n: u32,
+    pub document_id: String,
+    pub title: String,
+}
+
 /// The offsets of the graph-deltas topic the graph had applied when an answer was computed.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -246,9 +256,23 @@ pub struct Answer {
     pub seeds: Vec<String>,
     /// The retriever that ranked the documents: `ppr`, `glm`, `dense`.
     pub retriever: String,
-    /// LLM-written answer text; absent when the pipeline runs retrieval-only.
+    /// The answer text, citing its passages as `[n]` (see `citations`): written by the
+    /// answering LLM when one is configured, else extractive (a span or sentence of the top
+    /// passages); when `abstained`, a sentence saying why no answer is given, naming nothing.
+    /// Absent only from answers computed retrieval-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// True when the node declined to answer: retrieval found nothing that supports the
+    /// question, or the LLM's answer was not supported by the passages it was given.
+    #[serde(default)]
+    pub abstained: bool,
+    /// What wrote `answer`: `extractive`, `llm` (the model's id after a colon, e.g.
+    /// `llm:qwen2.5-coder-0.5b-instruct-q4_k_m`) or `none` (abstained).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+    /// The documents the `[n]` marks in `answer` refer to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<Citation>,
     pub graph_version: GraphVersion,
     pub latency_ms: f64,
 }

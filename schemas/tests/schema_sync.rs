@@ -207,15 +207,24 @@ fn answer() {
         triples: vec![Triple { subject: "A".into(), relation: "r".into(), object: "B".into() }],
         seeds: vec!["A".into()],
         retriever: "ppr".into(),
-        answer: Some("because".into()),
+        answer: Some("because [1]".into()),
+        abstained: false,
+        answered_by: Some("extractive".into()),
+        citations: vec![Citation { n: 1, document_id: "d".into(), title: "T".into() }],
         graph_version: GraphVersion { offsets: [("streamrag.graph-deltas/0".to_string(), 3)].into() },
         latency_ms: 0.25,
     };
-    let no_llm = Answer { answer: None, documents: vec![], ..a.clone() };
+    let no_llm = Answer { answer: None, answered_by: None, citations: vec![], documents: vec![], ..a.clone() };
+    let abstained = Answer { answer: Some("Nothing retrieved supports an answer.".into()), abstained: true, answered_by: Some("none".into()), citations: vec![], ..a.clone() };
+    let base = json!({"query_id": "q", "question": "x", "documents": [], "triples": [], "seeds": [], "retriever": "hybrid", "graph_version": {"offsets": {}}, "latency_ms": 1.0});
+    let mut bad_citation = base.clone();
+    bad_citation["citations"] = json!([{"n": 1, "document_id": "d"}]);
+    let mut bad_abstained = base.clone();
+    bad_abstained["abstained"] = json!("yes");
     check(
         "answer.schema.json",
-        &[a, no_llm],
-        &[json!({"query_id": "q", "question": "x", "documents": []})],
+        &[a, no_llm, abstained],
+        &[json!({"query_id": "q", "question": "x", "documents": []}), bad_citation, bad_abstained],
     );
 }
 

@@ -2,10 +2,12 @@
 //! a running process, or straight into the data directory of a stopped embedded node.
 
 use std::io::BufRead;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use streamrag_operators::passages::DocsReader;
+use streamrag_operators::answer::Answerer;
+use streamrag_operators::passages::{DocSink, DocsReader, Passages};
 use streamrag_operators::query;
 use streamrag_operators::retrieve::{FactsReader, RetrieverChoice};
 use streamrag_operators::transport::{connect_kafka, Output, Record, Transport, TransportConfig};
@@ -206,7 +208,7 @@ pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &s
             // retriever the node is configured with.
             let store = dir.open_graph()?;
             let (choice, dir, topics, limits) = (retriever.clone(), dir.clone(), topics.clone(), limits.clone());
-            tokio::task::spawn_blocking(move || -> Result<Answer> {
+            let answer = tokio::task::spawn_blocking(move || -> Result<(Answer, Arc<Passages>)> {
                 let g = store.load()?;
                 let r = choice.load(&dir)?;
                 // the passage indexes are kept from the docs topic, the fact vectors from the
@@ -224,7 +226,7 @@ pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &s
                         }
                     };
                     if !sinks.is_empty() {
-                        let reader = DocsReader::new(topics.clone(), sinks).with_limits(limits);
+                        let reader = DocsReader::new(topics.clone(), sinks).with_limits(limits.clone());
                         read_on(&topics.docs, reader.progress().get(&0).copied().unwrap_or(0), &|b| reader.apply(b))?;
                     }
                     if let Some(f) = facts {
@@ -232,9 +234,25 @@ pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &s
                         read_on(reader.topic(), reader.progress().get(&0).copied().unwrap_or(0), &|b| reader.apply(b))?;
                     }
                 }
-                Ok(query::answer(&g, &r, &q)?)
+                let a = query::answer(&g, &r, &q)?;
+                // the answer's text: extractive, over the passages the docs topic holds
+                let passages = Arc::new(Passages::default());
+                let reader = DocsReader::new(topics.clone(), vec![passages.clone() as Arc<dyn DocSink>]).with_limits(limits);
+                let log = dir.open_log()?;
+                let mut from = 0;
+                loop {
+                    let batch = log.read(&topics.docs, from, 1024)?;
+                    let Some(last) = batch.last() else { break };
+                    from = last.offset + 1;
+                    reader.apply(&batch)?;
+                }
+                Ok((a, passages))
             })
-            .await?
+            .await??;
+            let (mut a, passages) = answer;
+            let w = Answerer::new(passages).write(&a.question, &a.documents).await;
+            query::written_into(&mut a, w);
+            Ok(a)
         }
     }
 }
@@ -243,7 +261,8 @@ pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &s
 pub fn render(a: &Answer) -> String {
     let mut s = format!("Q: {}\n", a.question);
     if let Some(text) = &a.answer {
-        s.push_str(&format!("A: {text}\n"));
+        let by = a.answered_by.as_deref().map(|b| format!(" ({b})")).unwrap_or_default();
+        s.push_str(&format!("A: {text}{by}\n"));
     }
     if a.documents.is_empty() {
         s.push_str("  (no documents: no entity of the question was found in the graph)\n");

@@ -25,6 +25,9 @@ pub struct Question {
     pub gold: Vec<String>,
     /// False where the gold could not be fully resolved (2Wiki's derived gold).
     pub fully_resolved: bool,
+    /// The gold answer and its aliases (`answer`, `answer_aliases`, `aliases`); empty when
+    /// the dataset gives none.
+    pub answers: Vec<String>,
 }
 
 pub struct Dataset {
@@ -132,7 +135,13 @@ impl Dataset {
             let text = str_of(q, &["question"]).with_context(|| format!("{}: question {index} has no text", q_path.display()))?;
             let kind = str_of(q, &["question_type", "type"]).unwrap_or_else(|| "all".into());
             let (gold, fully_resolved) = derived.get(&id).cloned().unwrap_or_else(|| (gold_of(q), true));
-            questions.push(Question { index, id, text, kind, gold, fully_resolved });
+            let mut answers: Vec<String> = str_of(q, &["answer"]).into_iter().collect();
+            for key in ["answer_aliases", "aliases"] {
+                if let Some(Value::Array(xs)) = q.get(key) {
+                    answers.extend(xs.iter().filter_map(|x| x.as_str().map(str::to_string)));
+                }
+            }
+            questions.push(Question { index, id, text, kind, gold, fully_resolved, answers });
         }
         Ok(Dataset { corpus, questions })
     }
@@ -163,11 +172,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // HippoRAG-like: NAME_corpus.json list + NAME.json with supporting_facts
         std::fs::write(dir.path().join("x_corpus.json"), r#"[{"title":"A","text":"a"},{"title":"B","text":"b"}]"#).unwrap();
-        std::fs::write(dir.path().join("x.json"), r#"[{"_id":"q1","question":"?","type":"bridge","supporting_facts":[["A",0],["B",1],["A",2]]}]"#).unwrap();
+        std::fs::write(dir.path().join("x.json"), r#"[{"_id":"q1","question":"?","answer":"a","answer_aliases":["the a"],"type":"bridge","supporting_facts":[["A",0],["B",1],["A",2]]}]"#).unwrap();
         let d = Dataset::load(dir.path()).unwrap();
         assert_eq!(d.corpus.len(), 2);
         assert_eq!(d.questions[0].gold, vec!["A", "B"]);
         assert_eq!(d.questions[0].kind, "bridge");
+        assert_eq!(d.questions[0].answers, vec!["a", "the a"]);
         // GFM-RAG-like: raw/dataset_corpus.json map + raw/test.json
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("raw")).unwrap();

@@ -14,6 +14,7 @@
 //! - [`synth`]: a deterministic multi-hop corpus with questions and gold documents.
 //! - [`progress`]: progress bars on stderr.
 
+pub mod answer_eval;
 pub mod client;
 pub mod cmd;
 pub mod config;

@@ -3,9 +3,8 @@
 //! agents built on the OpenAI API can ask the live graph.
 //!
 //! The last user message is the question; earlier turns and sampling options are accepted and
-//! not used. The reply is the answering LLM's answer when the query stage has one, else an
-//! extractive answer: the supporting facts the retriever returned, each cited with the ranked
-//! document that states it. Either way the text ends with the numbered sources, and the
+//! not used. The reply is the query stage's answer (the answering LLM's when it has one, else
+//! extractive; or an abstention), cited as `[n]`; the text ends with the numbered sources, and the
 //! documents, facts and seeds ride along in the extra field `streamrag` (on the completion, and
 //! on the last chunk of a stream). Errors come in OpenAI's shape,
 //! `{"error": {"message", "type", "param", "code"}}`.
@@ -20,16 +19,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use streamrag_operators::normalize::normalize;
 use streamrag_schemas::{Answer, Query, SCHEMA_VERSION};
 
 use crate::http::ApiState;
 
 /// The one model this endpoint serves.
 pub const MODEL: &str = "streamrag";
-
-/// Most facts an extractive answer states.
-const MAX_FACTS: usize = 5;
 
 /// An error in OpenAI's shape.
 fn error(status: StatusCode, kind: &str, code: Option<&str>, param: Option<&str>, message: impl Into<String>) -> Response {
@@ -110,52 +105,15 @@ fn question(req: &ChatRequest) -> Result<String, Response> {
     Ok(text)
 }
 
-/// The reply's text: the answer (the LLM's, else the supporting facts, each cited with the
-/// ranked documents whose titles it names, those of the best-ranked documents first), then the
-/// numbered sources. Citations are 1-based ranks in `a.documents`.
+/// The reply's text: the answer (cited as `[n]`, n = the document's rank from 1), then the
+/// numbered sources; an abstention alone, naming nothing.
 pub fn reply_text(a: &Answer) -> String {
-    let mut out = String::new();
-    match a.answer.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        Some(t) => out.push_str(t),
-        None if a.documents.is_empty() => out.push_str("The graph holds nothing that answers this question."),
-        None => {
-            let titles: Vec<String> = a.documents.iter().map(|d| normalize(&d.title)).collect();
-            let cite = |name: &str| {
-                let n = normalize(name);
-                titles.iter().position(|t| !t.is_empty() && *t == n)
-            };
-            // the facts of the best-ranked documents first (the order is stable otherwise)
-            let mut cited: Vec<(&streamrag_schemas::Triple, Vec<usize>)> = a
-                .triples
-                .iter()
-                .map(|t| {
-                    let mut refs: Vec<usize> = [cite(&t.subject), cite(&t.object)].into_iter().flatten().collect();
-                    refs.dedup();
-                    (t, refs)
-                })
-                .collect();
-            cited.sort_by_key(|(_, refs)| refs.iter().min().copied().unwrap_or(usize::MAX));
-            let facts: Vec<String> = cited
-                .into_iter()
-                .take(MAX_FACTS)
-                .map(|(t, refs)| {
-                    let mut s = format!("{} {} {}", t.subject, t.relation, t.object);
-                    for r in refs {
-                        s.push_str(&format!(" [{}]", r + 1));
-                    }
-                    s
-                })
-                .collect();
-            if facts.is_empty() {
-                out.push_str("No answering LLM is configured, and the retrieved documents carry no supporting facts; the sources below are the best matches.");
-            } else {
-                out.push_str("From the knowledge graph (no answering LLM is configured):");
-                for f in facts {
-                    out.push_str("\n- ");
-                    out.push_str(&f);
-                }
-            }
-        }
+    let mut out = match a.answer.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => t.to_string(),
+        None => streamrag_operators::answer::NO_SUPPORT.to_string(),
+    };
+    if a.abstained {
+        return out;
     }
     if !a.documents.is_empty() {
         out.push_str("\n\nSources:");
@@ -172,7 +130,9 @@ fn extra(a: &Answer) -> Value {
     json!({
         "query_id": a.query_id,
         "retriever": a.retriever,
-        "answered_by": if a.answer.as_deref().is_some_and(|t| !t.trim().is_empty()) { "llm" } else { "extractive" },
+        "answered_by": a.answered_by,
+        "abstained": a.abstained,
+        "citations": a.citations,
         "documents": a.documents.iter().enumerate().map(|(i, d)| json!({ "n": i + 1, "id": d.id, "title": d.title, "score": d.score })).collect::<Vec<_>>(),
         "facts": a.triples,
         "seeds": a.seeds,
@@ -270,6 +230,9 @@ mod tests {
             seeds: vec!["Marie Curie".into()],
             retriever: "hybrid".into(),
             answer: llm.map(str::to_string),
+            abstained: false,
+            answered_by: llm.map(|_| "extractive".to_string()),
+            citations: vec![],
             graph_version: GraphVersion::default(),
             latency_ms: 1.0,
         }
@@ -291,38 +254,27 @@ mod tests {
     }
 
     #[test]
-    fn an_extractive_answer_cites_the_documents_its_facts_name() {
-        let t = reply_text(&answer(None));
-        assert!(t.contains("- Pierre Curie born in Paris [2]"), "{t}");
-        // the top document's facts come first, a fact citing no document last
-        let marie = t.find("- Pierre Curie married Marie Curie").unwrap();
-        assert!(marie < t.find("- Pierre Curie born in Paris").unwrap() && t.find("- Paris capital of France").unwrap() > t.find("- Pierre Curie born in").unwrap(), "{t}");
-        assert!(t.contains("- Pierre Curie married Marie Curie [2] [1]"), "{t}");
-        // a fact naming no ranked document is stated without a citation
-        assert!(t.contains("- Paris capital of France\n"), "{t}");
-        assert!(t.ends_with("Sources:\n[1] Marie Curie (marie-curie)\n[2] Pierre Curie (pierre-curie)"), "{t}");
-    }
-
-    #[test]
-    fn an_llm_answer_comes_first_and_nothing_found_says_so() {
-        let t = reply_text(&answer(Some(" Paris. ")));
-        assert!(t.starts_with("Paris.\n\nSources:\n[1] Marie Curie"), "{t}");
+    fn the_answer_comes_first_then_its_sources_and_an_abstention_names_nothing() {
+        let t = reply_text(&answer(Some("Paris [2]")));
+        assert_eq!(t, "Paris [2]\n\nSources:\n[1] Marie Curie (marie-curie)\n[2] Pierre Curie (pierre-curie)");
+        let mut no = answer(Some(streamrag_operators::answer::NO_SUPPORT));
+        no.abstained = true;
+        assert_eq!(reply_text(&no), streamrag_operators::answer::NO_SUPPORT);
         let mut empty = answer(None);
         empty.documents.clear();
-        empty.triples.clear();
-        assert_eq!(reply_text(&empty), "The graph holds nothing that answers this question.");
+        assert_eq!(reply_text(&empty), streamrag_operators::answer::NO_SUPPORT);
     }
 
     #[test]
     fn a_stream_is_the_same_text_in_word_pieces_then_the_extra_field_then_done() {
-        let a = answer(None);
+        let a = answer(Some("Paris [2]"));
         let body = stream_body("id", 1, &a);
         assert!(body.ends_with("data: [DONE]\n\n"));
         let events: Vec<Value> = body.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).filter(|e| *e != "[DONE]").map(|e| serde_json::from_str(e).unwrap()).collect();
         assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
         let text: String = events.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect();
         assert_eq!(text, reply_text(&a));
-        assert!(events.len() > 10, "one event per word");
+        assert!(events.len() > 8, "one event per word");
         let last = events.last().unwrap();
         assert_eq!(last["choices"][0]["finish_reason"], "stop");
         assert_eq!(last["streamrag"]["documents"][1]["id"], "pierre-curie");

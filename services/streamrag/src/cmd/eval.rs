@@ -14,10 +14,12 @@ use serde_json::json;
 use streamrag_operators::metrics::quantile;
 use streamrag_operators::progress::Progress;
 use streamrag_operators::retrieve::{Hybrid, Retriever, RetrieverChoice};
+use streamrag_operators::llm::{LlmSettings, LlmSpec};
 use streamrag_operators::stages::ResolveConfig;
 use streamrag_schemas::{Query, SCHEMA_VERSION};
 
 use super::minilm_dir;
+use crate::answer_eval::{score, strip_citations, Fake, Vocabulary};
 use crate::dataset::{parse_range, Dataset, Question};
 use crate::node::{Node, NodeConfig, Tasks};
 use crate::progress::Bar;
@@ -69,6 +71,21 @@ pub struct EvalArgs {
     /// Link threshold of entity resolution (cosine).
     #[arg(long, default_value_t = 0.8, requires = "resolve_model")]
     pub resolve_threshold: f32,
+    /// Also score the answers' text: exact match and token F1 against the gold answers, the
+    /// abstention rate, and the same questions with made-up names (which the corpus cannot
+    /// answer) to measure abstention where it is due.
+    #[arg(long)]
+    pub answers: bool,
+    /// With --answers: how many unanswerable questions to make (half with invented words,
+    /// half with two real title words that no passage holds together).
+    #[arg(long, default_value_t = 100, requires = "answers")]
+    pub unanswerable: usize,
+    /// The answering LLM (openai:MODEL or local:PATH.gguf); default: the extractive answerer.
+    #[arg(long)]
+    pub answer_llm: Option<String>,
+    /// The OpenAI-compatible endpoint for an openai: answering LLM.
+    #[arg(long, env = "STREAMRAG_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
 }
 
 /// Recall of the node's hybrid with each part switched off in turn, on the same graph and
@@ -93,7 +110,7 @@ fn ablate(node: &Node, h: &Hybrid, questions: &[&Question]) -> Result<Vec<(&'sta
 
 /// Starts an embedded node under `data` (a fresh temporary directory when None) and sends the
 /// corpus through it; returns when every stage has caught up.
-pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice, resolve: ResolveConfig, send: bool) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
+pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: RetrieverChoice, resolve: ResolveConfig, answer_llm: Option<LlmSettings>, send: bool) -> Result<(Arc<Node>, Tasks, PathBuf, bool, f64)> {
     let (dir, temp) = match data {
         Some(d) => (d.to_path_buf(), false),
         None => (crate::scratch_dir("streamrag-eval")?, true),
@@ -101,6 +118,7 @@ pub async fn index_corpus(ds: &Dataset, data: Option<&Path>, retriever: Retrieve
     let mut cfg = NodeConfig::embedded(&dir);
     cfg.query.retriever = retriever;
     cfg.resolve = resolve;
+    cfg.query.answer_llm = answer_llm;
     let (node, tasks) = Node::start(cfg).await?;
     let t0 = Instant::now();
     if send {
@@ -135,6 +153,72 @@ impl Acc {
     }
 }
 
+/// Answer-text scores over questions.
+#[derive(Default, Clone, Copy)]
+struct AnswerAcc {
+    n: usize,
+    em: f64,
+    f1: f64,
+    abstained: usize,
+    gold_retrieved: usize,
+    abstained_gold_retrieved: usize,
+}
+
+impl AnswerAcc {
+    fn add(&mut self, em: f64, f1: f64, abstained: bool, gold_retrieved: bool) {
+        self.n += 1;
+        self.em += em;
+        self.f1 += f1;
+        self.abstained += usize::from(abstained);
+        self.gold_retrieved += usize::from(gold_retrieved);
+        self.abstained_gold_retrieved += usize::from(abstained && gold_retrieved);
+    }
+    fn json(&self) -> serde_json::Value {
+        let d = self.n.max(1) as f64;
+        json!({
+            "n": self.n,
+            "em": round1(100.0 * self.em / d),
+            "f1": round1(100.0 * self.f1 / d),
+            "abstained_percent": round1(100.0 * self.abstained as f64 / d),
+            "gold_retrieved": self.gold_retrieved,
+            "abstained_when_gold_retrieved_percent": round1(100.0 * self.abstained_gold_retrieved as f64 / self.gold_retrieved.max(1) as f64),
+        })
+    }
+}
+
+/// Asks `n` questions the corpus cannot answer: the evaluated questions' own patterns with
+/// their names replaced by made-up ones (see [`crate::answer_eval`]); returns each question
+/// with its answer.
+async fn ask_unanswerable(node: &Arc<Node>, ds: &Dataset, questions: &[&Question], n: usize, concurrency: usize) -> Result<Vec<(String, streamrag_schemas::Answer)>> {
+    let vocab = Vocabulary::new(&ds.corpus);
+    let mut made = Vec::new();
+    for (k, q) in questions.iter().cycle().take(n * 4).enumerate() {
+        if made.len() >= n {
+            break;
+        }
+        let kind = if made.len() % 2 == 0 { Fake::Invented } else { Fake::Recombined };
+        if let Some(fake) = vocab.unanswerable(&q.text, kind, (q.index * 31 + k) as u64) {
+            made.push(fake);
+        }
+    }
+    let mut bar = Bar::counting("questions");
+    bar.start("unanswerable", made.len() as u64);
+    let out = futures::stream::iter(made.into_iter().enumerate())
+        .map(|(i, text)| {
+            let node = node.clone();
+            let query = Query { schema_version: SCHEMA_VERSION, query_id: format!("unanswerable-{i}"), question: text.clone(), top_k: Some(5) };
+            async move { node.ask(&query, Duration::from_secs(3600)).await.map(|a| (text, a)) }
+        })
+        .buffered(concurrency.max(1))
+        .inspect(|_| bar.inc(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    bar.finish();
+    Ok(out)
+}
+
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
@@ -164,7 +248,15 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         super::check_model_dir(model, "--resolve-model")?;
     }
     let resolve = ResolveConfig { model: o.resolve_model.clone(), threshold: o.resolve_threshold };
-    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice, resolve, !o.indexed).await?;
+    let answer_llm = match &o.answer_llm {
+        None => None,
+        Some(spec) => {
+            let mut s = LlmSettings::new(LlmSpec::parse(spec).map_err(anyhow::Error::msg)?);
+            s.base_url = o.llm_base_url.clone();
+            Some(s)
+        }
+    };
+    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, o.data.as_deref(), choice, resolve, answer_llm, !o.indexed).await?;
     let stats = node.graph.as_ref().expect("kg-writer runs").current().stats();
     eprintln!("indexed {} passages in {index_s:.1}s: {} entities, {} triples", ds.corpus.len(), stats.entities, stats.triples);
     let t0 = Instant::now();
@@ -185,6 +277,7 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         .collect::<Result<_>>()?;
     bar.finish();
     let ask_s = t0.elapsed().as_secs_f64();
+    let unanswerable = if o.answers && o.unanswerable > 0 { ask_unanswerable(&node, &ds, &questions, o.unanswerable, o.concurrency).await? } else { vec![] };
     let ablation = match (&node.retriever, o.ablate) {
         (Some(Retriever::Hybrid(h)), true) => ablate(&node, h, &questions)?,
         _ => vec![],
@@ -198,6 +291,8 @@ pub async fn run(o: EvalArgs) -> Result<()> {
     let mut by_type: BTreeMap<String, Acc> = BTreeMap::new();
     let mut latencies = Vec::new();
     let mut per_question = Vec::new();
+    let mut text = AnswerAcc::default();
+    let mut text_by_type: BTreeMap<String, AnswerAcc> = BTreeMap::new();
     for (i, a) in &answers {
         let q = questions[*i];
         let ranked: Vec<String> = a.documents.iter().map(|d| d.id.clone()).collect();
@@ -208,7 +303,19 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         }
         by_type.entry(q.kind.clone()).or_default().add(r2, r5);
         latencies.push(a.latency_ms);
-        per_question.push(json!({"index": q.index, "id": q.id, "type": q.kind, "recall@2": r2, "recall@5": r5, "seeds": a.seeds, "top5": ranked, "triples": a.triples.iter().map(|t| format!("({}; {}; {})", t.subject, t.relation, t.object)).collect::<Vec<_>>()}));
+        let mut row = json!({"index": q.index, "id": q.id, "type": q.kind, "recall@2": r2, "recall@5": r5, "seeds": a.seeds, "top5": ranked, "triples": a.triples.iter().map(|t| format!("({}; {}; {})", t.subject, t.relation, t.object)).collect::<Vec<_>>()});
+        if o.answers && !q.answers.is_empty() {
+            let predicted = if a.abstained { String::new() } else { strip_citations(a.answer.as_deref().unwrap_or("")) };
+            let (em, f1) = score(&predicted, &q.answers);
+            text.add(em, f1, a.abstained, r5 >= 1.0);
+            text_by_type.entry(q.kind.clone()).or_default().add(em, f1, a.abstained, r5 >= 1.0);
+            row["answer"] = json!(a.answer);
+            row["gold_answers"] = json!(q.answers);
+            row["abstained"] = json!(a.abstained);
+            row["em"] = json!(em);
+            row["f1"] = json!(f1);
+        }
+        per_question.push(row);
     }
     let report = json!({
         "dataset": o.dataset.display().to_string(),
@@ -228,6 +335,22 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         "ablation": ablation.iter().map(|(name, a)| json!({"without": name, "all": a.json()})).collect::<Vec<_>>(),
         "per_question": per_question,
     });
+    let mut report = report;
+    if o.answers {
+        let answered_by = answers.iter().find_map(|(_, a)| a.answered_by.clone().filter(|b| b != "none")).unwrap_or_else(|| "extractive".into());
+        let abstained = unanswerable.iter().filter(|(_, a)| a.abstained).count();
+        report["answers"] = json!({
+            "answered_by": answered_by,
+            "all": text.json(),
+            "by_type": text_by_type.iter().map(|(k, v)| (k.clone(), v.json())).collect::<serde_json::Map<_, _>>(),
+            "seconds_per_question": (ask_s / answers.len().max(1) as f64 * 1000.0).round() / 1000.0,
+            "unanswerable": {
+                "n": unanswerable.len(),
+                "abstained_percent": round1(100.0 * abstained as f64 / unanswerable.len().max(1) as f64),
+                "answered": unanswerable.iter().filter(|(_, a)| !a.abstained).take(20).map(|(q, a)| json!({"question": q, "answer": a.answer})).collect::<Vec<_>>(),
+            },
+        });
+    }
     println!("eval {} on {} ({} questions, {}):", o.retriever, o.dataset.display(), all.n, report["questions"].as_str().unwrap_or(""));
     println!("  {:<22} {:>5} {:>9} {:>9}", "", "n", "Recall@2", "Recall@5");
     let row = |name: &str, a: &Acc| {
@@ -245,6 +368,20 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         for (name, a) in &ablation {
             row(name, a);
         }
+    }
+    if o.answers {
+        let a = &report["answers"];
+        println!("  answers by {} ({} s per question):", a["answered_by"].as_str().unwrap_or(""), a["seconds_per_question"]);
+        println!("  {:<22} {:>5} {:>6} {:>6} {:>10} {:>18}", "", "n", "EM", "F1", "abstained", "abstained | gold@5");
+        let row = |name: &str, x: &AnswerAcc| {
+            let j = x.json();
+            println!("  {:<22} {:>5} {:>6.1} {:>6.1} {:>9.1}% {:>17.1}%", name, x.n, j["em"].as_f64().unwrap_or(0.0), j["f1"].as_f64().unwrap_or(0.0), j["abstained_percent"].as_f64().unwrap_or(0.0), j["abstained_when_gold_retrieved_percent"].as_f64().unwrap_or(0.0));
+        };
+        row("all", &text);
+        for (k, v) in &text_by_type {
+            row(k, v);
+        }
+        println!("  unanswerable (made-up names): {} questions, {}% abstained", a["unanswerable"]["n"], a["unanswerable"]["abstained_percent"]);
     }
     if let Some(p) = &o.report {
         std::fs::write(p, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", p.display()))?;

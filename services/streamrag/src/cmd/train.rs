@@ -75,7 +75,7 @@ pub async fn run(a: TrainArgs) -> Result<()> {
     if questions.is_empty() {
         bail!("no training questions with gold passages in {range:?}");
     }
-    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, a.data.as_deref(), RetrieverChoice::Ppr, Default::default(), !a.indexed).await?;
+    let (node, tasks, dir, temp, index_s) = index_corpus(&ds, a.data.as_deref(), RetrieverChoice::Ppr, Default::default(), None, !a.indexed).await?;
     let g = node.graph.as_ref().expect("kg-writer runs").current();
     tasks.join(&node).await?;
     if temp {

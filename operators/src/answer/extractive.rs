@@ -1,0 +1,442 @@
+//! The answer with no LLM: a span or a sentence of the top passages, cited.
+//!
+//! 1. What the question wants ([`want`]): a date, a place, a name, a number, one of its
+//!    alternatives, yes or no.
+//! 2. Each sentence of the top passages is scored by the question's words it holds (its names
+//!    count in the passage's title too, since a passage's sentences are about its subject),
+//!    and the best sentence with a span of the wanted kind that the question does not already
+//!    give answers, with the span nearest the question's words.
+//! 3. A sentence also gains what its best link adds: another sentence of its passage, or a
+//!    sentence of another passage that names its subject ("the director of film X" -> the
+//!    director's passage -> "born where"): the answer can sit one hop away.
+//! 4. "Which ... first, A or B?" compares the dates of A and B (or of what each is linked to
+//!    by the question's other words: "the director of A"); "Are both A and B ... the same
+//!    ...?" compares the names that open their passages.
+//! 5. Otherwise, the best sentence itself.
+
+use std::collections::HashSet;
+
+use super::text::{alternatives, asks_same, content_words, date_key, no_possessive, sentences, spans, stem, word_spans, Span, SpanKind, Want};
+use crate::normalize::{normalize, unqualified};
+
+/// One retrieved passage, by rank.
+#[derive(Debug, Clone, Copy)]
+pub struct Passage<'a> {
+    pub title: &'a str,
+    pub text: &'a str,
+}
+
+/// An extractive answer: its text and the passages (indices by rank) it cites.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extracted {
+    pub text: String,
+    pub cites: Vec<usize>,
+}
+
+/// Stems of words that say which way a comparison goes.
+const EARLY: &[&str] = &["early", "old", "befor", "sooner"];
+const LATE: &[&str] = &["late", "young", "after", "recen", "newer", "newes"];
+/// Stems of words that are about dates, not about what links a thing to another.
+const DATE_WORDS: &[&str] = &["born", "died", "early", "late", "old", "young", "relea", "publi", "came", "out", "date", "year", "befor", "after", "recen", "newer", "newes", "sooner", "found", "estab", "creat", "start", "open", "other", "than"];
+
+fn stems(words: &[String]) -> HashSet<String> {
+    words.iter().map(|w| stem(w)).collect()
+}
+
+fn norm_stems(s: &str) -> HashSet<String> {
+    normalize(&no_possessive(s)).split(' ').filter(|w| !w.is_empty()).map(stem).collect()
+}
+
+/// A sentence's stems, with "born" and "died" where it opens with a life's dates in
+/// parentheses ("Henry Edwards (18 September 1882 – 2 November 1952) was ...").
+fn sentence_stems(s: &str) -> HashSet<String> {
+    let mut out = norm_stems(s);
+    if life_dates(s).is_some() {
+        out.insert("born".into());
+        out.insert("died".into());
+    }
+    out
+}
+
+/// The two dates of a "(date – date)" range in a sentence: (birth, death) spans.
+fn life_dates(s: &str) -> Option<(Span, Span)> {
+    let dates: Vec<Span> = spans(s).into_iter().filter(|x| x.kind == SpanKind::Date).collect();
+    dates.windows(2).find(|w| {
+        let between = &s[w[0].end..w[1].start];
+        between.len() <= 8 && between.contains(['–', '-', '—'])
+    }).map(|w| (w[0].clone(), w[1].clone()))
+}
+
+/// The passage whose subject `name` is: its title, or its title without a qualifier in
+/// parentheses, equals the name.
+fn passage_of(passages: &[Passage], name: &str, skip: &[usize]) -> Option<usize> {
+    let n = normalize(name);
+    if n.is_empty() {
+        return None;
+    }
+    let same = |t: &str| normalize(t) == n || unqualified(t).is_some_and(|u| normalize(u) == n);
+    passages.iter().enumerate().find(|(i, p)| !skip.contains(i) && same(p.title)).map(|(i, _)| i).or_else(|| {
+        // the question's own spelling may drop a qualifier or change case only
+        let words: HashSet<&str> = n.split(' ').collect();
+        passages.iter().enumerate().find(|(i, p)| {
+            let t = normalize(unqualified(p.title).unwrap_or(p.title));
+            !skip.contains(i) && !t.is_empty() && t.split(' ').collect::<HashSet<_>>() == words
+        }).map(|(i, _)| i)
+    })
+}
+
+struct Scored<'a> {
+    sentence: &'a str,
+    score: f64,
+    span: Option<Span>,
+    /// Question stems this sentence (not its title) does not hold.
+    missing: usize,
+}
+
+fn kinds_for(want: &Want) -> &'static [SpanKind] {
+    match want {
+        Want::Date => &[SpanKind::Date],
+        Want::Number => &[SpanKind::Number, SpanKind::Date],
+        Want::Place | Want::Name => &[SpanKind::Name],
+        _ => &[SpanKind::Name, SpanKind::Date, SpanKind::Number],
+    }
+}
+
+/// The best sentence of `within` for the question's `relation` stems and `names` stems, with
+/// its best span of a wanted kind that `given` (stems already known) does not hold.
+fn best_sentence<'a>(passages: &[Passage<'a>], within: &[usize], relation: &HashSet<String>, names: &HashSet<String>, given: &HashSet<String>, want: &Want) -> Option<Scored<'a>> {
+    let mut best: Option<Scored> = None;
+    for &pi in within {
+        let p = passages[pi];
+        let title = norm_stems(p.title);
+        for (si, s) in sentences(p.text).into_iter().enumerate() {
+            let in_s = sentence_stems(s);
+            let rel_hits = relation.iter().filter(|r| in_s.contains(*r)).count();
+            let name_hits = names.iter().filter(|n| in_s.contains(*n) || title.contains(*n)).count();
+            let mut score = rel_hits as f64 + 1.5 * name_hits as f64 - 0.25 * pi as f64 - 0.05 * si.min(10) as f64;
+            let span = best_span(s, want, relation, given);
+            if span.is_none() && !matches!(want, Want::Any) {
+                continue;
+            }
+            if let Some((b, _)) = &span {
+                score += 0.5 * b;
+            }
+            let missing = relation.len() - rel_hits;
+            if best.as_ref().is_none_or(|x| score > x.score) {
+                best = Some(Scored { sentence: s, score, span: span.map(|(_, sp)| sp), missing });
+            }
+        }
+    }
+    best.filter(|b| b.score > 0.0)
+}
+
+/// A sentence of a retrieved passage, with its word stems.
+struct Sent<'a> {
+    passage: usize,
+    index: usize,
+    text: &'a str,
+    stems: HashSet<String>,
+}
+
+/// The best span of a wanted kind in a sentence that the question does not give (`given`),
+/// nearest the `relation` words: (its score, the span).
+fn best_span(s: &str, want: &Want, relation: &HashSet<String>, given: &HashSet<String>) -> Option<(f64, Span)> {
+    let kinds = kinds_for(want);
+    let ws = word_spans(s);
+    let positions: Vec<usize> = ws.iter().enumerate().filter(|(_, w)| relation.contains(&stem(&normalize(w.raw)))).map(|(i, _)| i).collect();
+    let mut best: Option<(f64, Span)> = None;
+    let life = life_dates(s);
+    let (born, died) = (relation.contains("born"), relation.contains("died"));
+    for sp in spans(s) {
+        if !kinds.contains(&sp.kind) {
+            continue;
+        }
+        let life_bonus = match &life {
+            Some((b, _)) if *b == sp && born && !died => 1.0,
+            Some((_, d)) if *d == sp && died => 1.0,
+            Some(_) if sp.kind == SpanKind::Date && (born || died) => -0.5,
+            _ => 0.0,
+        };
+        let own = norm_stems(&s[sp.start..sp.end]);
+        if !own.is_empty() && own.iter().filter(|w| given.contains(*w)).count() * 2 >= own.len() {
+            continue;
+        }
+        let dist = positions.iter().map(|&k| if k < sp.words.0 { sp.words.0 - k } else { k.saturating_sub(sp.words.1 - 1) }).min().unwrap_or(8) as f64;
+        let cue = sp.words.0.checked_sub(1).map(|k| normalize(ws[k].raw)).unwrap_or_default();
+        let cue_bonus = match (want, cue.as_str()) {
+            (Want::Place, "in" | "at" | "near" | "from") => 1.0,
+            (Want::Name, "by" | "to" | "of" | "married") => 0.5,
+            (Want::Date, "on" | "in") => 0.3,
+            _ => 0.0,
+        };
+        let score = cue_bonus + life_bonus - 0.1 * dist.min(20.0);
+        if best.as_ref().is_none_or(|(b, _)| score > *b) {
+            best = Some((score, sp));
+        }
+    }
+    best
+}
+
+/// The answer to `question` from the top `passages` (best first), or None when no sentence
+/// holds any of its words.
+///
+/// A sentence with a span of the wanted kind is scored by the question's words it holds (the
+/// names also in its passage's title), plus what its best *link* adds: another sentence of
+/// its passage, or a sentence of another passage that names this passage's subject. So in
+/// "Where was the director of film X born?", "He was born in Paris" in the director's passage
+/// holds "born", and the sentence of X's passage that names the director adds "director" and
+/// X: the answer can sit one hop from what the question names.
+pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
+    let want = super::text::want(question);
+    let qwords = content_words(question);
+    let anchor_words: HashSet<String> = super::support::anchors(question).into_iter().flatten().map(|w| stem(&w)).collect();
+    let all = stems(&qwords);
+    let relation: HashSet<String> = all.difference(&anchor_words).cloned().collect();
+    match &want {
+        Want::Choice(alts) => {
+            if let Some(x) = choose(question, alts, passages, &relation) {
+                return Some(x);
+            }
+        }
+        Want::YesNo if asks_same(question) => {
+            if let Some(x) = same(question, passages, &relation) {
+                return Some(x);
+            }
+        }
+        _ => {}
+    }
+    let sents: Vec<Sent> = passages
+        .iter()
+        .enumerate()
+        .flat_map(|(pi, p)| sentences(p.text).into_iter().enumerate().map(move |(si, t)| Sent { passage: pi, index: si, text: t, stems: sentence_stems(t) }))
+        .collect();
+    let titles: Vec<HashSet<String>> = passages.iter().map(|p| norm_stems(p.title)).collect();
+    let subjects: Vec<String> = passages.iter().map(|p| normalize(unqualified(p.title).unwrap_or(p.title))).collect();
+    let cover = |s: &Sent, rel: &mut HashSet<String>, names: &mut HashSet<String>| {
+        rel.extend(relation.iter().filter(|r| s.stems.contains(*r)).cloned());
+        names.extend(anchor_words.iter().filter(|n| s.stems.contains(*n) || titles[s.passage].contains(*n)).cloned());
+    };
+    let value = |rel: &HashSet<String>, names: &HashSet<String>| rel.len() as f64 + 1.5 * names.len() as f64;
+    let typed = !matches!(want, Want::Any | Want::YesNo);
+    // (score, sentence, span, linking passage)
+    let mut best: Option<(f64, &Sent, Option<Span>, Option<usize>)> = None;
+    for s in &sents {
+        let span = if typed { best_span(s.text, &want, &relation, &all) } else { best_span(s.text, &Want::Any, &relation, &all) };
+        if typed && span.is_none() {
+            continue;
+        }
+        let (mut rel, mut names) = (HashSet::new(), HashSet::new());
+        cover(s, &mut rel, &mut names);
+        let own = value(&rel, &names);
+        if own == 0.0 {
+            continue;
+        }
+        let mut link: (f64, Option<usize>) = (0.0, None);
+        for l in &sents {
+            let same_passage = l.passage == s.passage;
+            if (same_passage && l.index == s.index) || (!same_passage && (subjects[s.passage].is_empty() || !normalize(l.text).contains(&subjects[s.passage]))) {
+                continue;
+            }
+            let (mut r2, mut n2) = (rel.clone(), names.clone());
+            cover(l, &mut r2, &mut n2);
+            let gain = 0.95 * (value(&r2, &n2) - own);
+            if gain > link.0 {
+                link = (gain, (!same_passage).then_some(l.passage));
+            }
+        }
+        let mut span_score = span.as_ref().map(|(b, _)| *b).unwrap_or(0.0);
+        // a name that is another retrieved passage's subject, while the question asks more
+        // than this sentence and its link hold, is a bridge to the answer, not the answer
+        if let Some((_, sp)) = &span {
+            let covered = own + link.0 / 0.95;
+            let asked = relation.len() as f64 + 1.5 * anchor_words.len() as f64;
+            if typed && sp.kind == SpanKind::Name && covered + 1e-9 < asked && passage_of(passages, &s.text[sp.start..sp.end], &[s.passage]).is_some() {
+                span_score -= 4.0;
+            }
+        }
+        let score = own + link.0 + 0.5 * span_score - 0.25 * s.passage as f64 - 0.05 * s.index.min(10) as f64;
+        if best.as_ref().is_none_or(|b| score > b.0) {
+            best = Some((score, s, span.map(|(_, sp)| sp), link.1));
+        }
+    }
+    let (_, s, span, via) = best?;
+    let cites: Vec<usize> = via.into_iter().chain([s.passage]).collect();
+    let text = match (&span, typed) {
+        (Some(sp), true) => s.text[sp.start..sp.end].to_string(),
+        _ => s.text.to_string(),
+    };
+    Some(Extracted { text, cites })
+}
+
+/// The passage that speaks for `thing` in the question: its own, or, when the question links
+/// it to something else ("the director of A"), the passage of what its own passage names
+/// beside the linking words.
+fn subject_passage(thing: &str, passages: &[Passage], relation: &HashSet<String>, avoid: &[usize]) -> Option<(usize, Vec<usize>)> {
+    let own = passage_of(passages, thing, avoid)?;
+    let bridge: HashSet<String> = relation.iter().filter(|r| !DATE_WORDS.contains(&r.as_str()) && !own_title_has(passages[own].title, r)).cloned().collect();
+    if bridge.is_empty() {
+        return Some((own, vec![own]));
+    }
+    let names = norm_stems(thing);
+    if let Some(s) = best_sentence(passages, &[own], &bridge, &names, &names, &Want::Name) {
+        if s.missing < bridge.len() {
+            if let Some(sp) = s.span {
+                let mut skip = avoid.to_vec();
+                skip.push(own);
+                if let Some(next) = passage_of(passages, &s.sentence[sp.start..sp.end], &skip) {
+                    return Some((next, vec![own, next]));
+                }
+            }
+        }
+    }
+    Some((own, vec![own]))
+}
+
+fn own_title_has(title: &str, stem_: &str) -> bool {
+    norm_stems(title).contains(stem_)
+}
+
+/// The date a passage gives for the question: of death when it asks about death, else the
+/// first (birth, release, founding).
+fn date_in(p: &Passage, relation: &HashSet<String>) -> Option<(i32, u32, u32)> {
+    let death = relation.contains("died");
+    for s in sentences(p.text) {
+        let dates: Vec<Span> = spans(s).into_iter().filter(|x| x.kind == SpanKind::Date).collect();
+        if dates.is_empty() {
+            continue;
+        }
+        let pick = if death {
+            let ws = word_spans(s);
+            let after_died = dates.iter().find(|d| d.words.0 > 0 && ws[..d.words.0].iter().rev().take(3).any(|w| stem(&normalize(w.raw)) == "died"));
+            match after_died.or(if dates.len() >= 2 { dates.get(1) } else { None }) {
+                Some(d) => d,
+                None => continue,
+            }
+        } else {
+            &dates[0]
+        };
+        return date_key(&s[pick.start..pick.end]);
+    }
+    None
+}
+
+/// "Which ..., A or B?": the alternative whose date comes first or last.
+fn choose(question: &str, alts: &[String], passages: &[Passage], relation: &HashSet<String>) -> Option<Extracted> {
+    let q = norm_stems(question);
+    let early = EARLY.iter().any(|w| q.contains(*w));
+    let late = LATE.iter().any(|w| q.contains(*w));
+    if early == late {
+        return None;
+    }
+    let mut dated = Vec::new();
+    let mut cites = Vec::new();
+    let mut used = Vec::new();
+    for a in alts {
+        let (p, via) = subject_passage(a, passages, relation, &used)?;
+        used.push(via[0]);
+        let d = date_in(&passages[p], relation)?;
+        dated.push((d, a));
+        cites.extend(via);
+    }
+    let pick = if early { dated.iter().min_by_key(|(d, _)| *d) } else { dated.iter().max_by_key(|(d, _)| *d) }?;
+    cites.dedup();
+    Some(Extracted { text: pick.1.clone(), cites })
+}
+
+/// The names that open a passage, less its own title's words.
+fn descriptors(p: &Passage) -> HashSet<String> {
+    let title = norm_stems(p.title);
+    let first = sentences(p.text).into_iter().next().unwrap_or("");
+    let mut out = HashSet::new();
+    for sp in spans(first) {
+        if sp.kind != SpanKind::Name {
+            continue;
+        }
+        for w in norm_stems(&first[sp.start..sp.end]) {
+            if !title.contains(&w) {
+                out.insert(w);
+            }
+        }
+    }
+    out
+}
+
+/// "Are both A and B ... the same ...?": yes when the names that open their passages meet.
+fn same(question: &str, passages: &[Passage], relation: &HashSet<String>) -> Option<Extracted> {
+    let things: Vec<String> = match alternatives(question) {
+        Some(a) if a.len() == 2 => a,
+        _ => {
+            let anchors = super::support::anchors(question);
+            if anchors.len() != 2 {
+                return None;
+            }
+            // the question's own spelling of each name
+            let spans_q = spans(question);
+            let names: Vec<String> = spans_q.iter().filter(|s| s.kind == SpanKind::Name).map(|s| question[s.start..s.end].to_string()).collect();
+            if names.len() < 2 {
+                return None;
+            }
+            names[names.len() - 2..].to_vec()
+        }
+    };
+    let mut sets = Vec::new();
+    let mut cites = Vec::new();
+    let mut used = Vec::new();
+    for t in &things {
+        let (p, via) = subject_passage(t, passages, relation, &used)?;
+        used.push(via[0]);
+        sets.push(descriptors(&passages[p]));
+        cites.extend(via);
+    }
+    let yes = sets[0].intersection(&sets[1]).next().is_some();
+    Some(Extracted { text: if yes { "yes".into() } else { "no".into() }, cites })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ps() -> Vec<Passage<'static>> {
+        vec![
+            Passage { title: "Aylwin (film)", text: "Aylwin is a 1920 British silent drama film directed by Henry Edwards and starring Chrissie White. It was based on a novel." },
+            Passage { title: "Henry Edwards", text: "Henry Edwards (18 September 1882 – 2 November 1952) was an English actor and film director. He was born in Weston-super-Mare, Somerset. He married Chrissie White." },
+            Passage { title: "Hot Saturday", text: "Hot Saturday is a 1932 American drama film directed by William A. Seiter." },
+            Passage { title: "Donne con le gonne", text: "Donne con le gonne is a 1991 Italian comedy film directed by Francesco Nuti." },
+        ]
+    }
+
+    fn ask(q: &str) -> Option<Extracted> {
+        extract(q, &ps())
+    }
+
+    #[test]
+    fn a_date_question_gets_the_date_span() {
+        assert_eq!(ask("When was Henry Edwards born?").unwrap(), Extracted { text: "18 September 1882".into(), cites: vec![1] });
+    }
+
+    #[test]
+    fn a_two_hop_question_follows_the_name_to_its_passage() {
+        let a = ask("Where was the director of film Aylwin (Film) born?").unwrap();
+        assert_eq!(a.text, "Weston-super-Mare");
+        assert_eq!(a.cites, vec![0, 1]);
+        assert_eq!(ask("Who is the director of film Aylwin?").unwrap().text, "Henry Edwards");
+    }
+
+    #[test]
+    fn a_choice_compares_the_alternatives_dates() {
+        let a = ask("Which film was released earlier, Donne Con Le Gonne or Hot Saturday?").unwrap();
+        assert_eq!(a.text, "Hot Saturday");
+        let a = ask("Which film came out later, Donne Con Le Gonne or Hot Saturday?").unwrap();
+        assert_eq!(a.text, "Donne Con Le Gonne");
+    }
+
+    #[test]
+    fn same_country_questions_compare_what_opens_each_passage() {
+        assert_eq!(ask("Are Hot Saturday and Donne Con Le Gonne from the same country?").unwrap().text, "no");
+    }
+
+    #[test]
+    fn no_words_in_common_means_no_answer() {
+        assert_eq!(ask("Zzyzx qwerty?"), None);
+    }
+}
