@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 
-use super::text::{alternatives, asks_same, content_words, date_key, no_possessive, sentences, spans, stem, word_spans, Span, SpanKind, Want};
+use super::text::{alternatives, asks_same, content_words, date_key, is_stop, no_possessive, sentences, spans, stem, word_spans, Span, SpanKind, Want};
 use crate::normalize::{normalize, unqualified};
 
 /// One retrieved passage, by rank.
@@ -47,11 +47,11 @@ fn norm_stems(s: &str) -> HashSet<String> {
     normalize(&no_possessive(s)).split(' ').filter(|w| !w.is_empty()).map(stem).collect()
 }
 
-/// A sentence's stems, with "born" and "died" where it opens with a life's dates in
-/// parentheses ("Henry Edwards (18 September 1882 – 2 November 1952) was ...").
-fn sentence_stems(s: &str) -> HashSet<String> {
+/// A sentence's stems, with "born" and "died" where a date is wanted and it opens with a
+/// life's dates in parentheses ("Henry Edwards (18 September 1882 – 2 November 1952) was ...").
+fn sentence_stems(s: &str, want: &Want) -> HashSet<String> {
     let mut out = norm_stems(s);
-    if life_dates(s).is_some() {
+    if *want == Want::Date && life_dates(s).is_some() {
         out.insert("born".into());
         out.insert("died".into());
     }
@@ -76,12 +76,14 @@ fn passage_of(passages: &[Passage], name: &str, skip: &[usize]) -> Option<usize>
     }
     let same = |t: &str| normalize(t) == n || unqualified(t).is_some_and(|u| normalize(u) == n);
     passages.iter().enumerate().find(|(i, p)| !skip.contains(i) && same(p.title)).map(|(i, _)| i).or_else(|| {
-        // the question's own spelling may drop a qualifier or change case only
-        let words: HashSet<&str> = n.split(' ').collect();
-        passages.iter().enumerate().find(|(i, p)| {
-            let t = normalize(unqualified(p.title).unwrap_or(p.title));
-            !skip.contains(i) && !t.is_empty() && t.split(' ').collect::<HashSet<_>>() == words
-        }).map(|(i, _)| i)
+        // the question's own spelling may drop a qualifier or an article, or change case
+        let key = |x: &str| -> Vec<String> {
+            let mut v: Vec<String> = normalize(&no_possessive(x)).split(' ').filter(|w| !w.is_empty() && !is_stop(w)).map(str::to_string).collect();
+            v.sort();
+            v
+        };
+        let words = key(name);
+        passages.iter().enumerate().find(|(i, p)| !skip.contains(i) && !words.is_empty() && (key(p.title) == words || unqualified(p.title).is_some_and(|u| key(u) == words))).map(|(i, _)| i)
     })
 }
 
@@ -110,7 +112,7 @@ fn best_sentence<'a>(passages: &[Passage<'a>], within: &[usize], relation: &Hash
         let p = passages[pi];
         let title = norm_stems(p.title);
         for (si, s) in sentences(p.text).into_iter().enumerate() {
-            let in_s = sentence_stems(s);
+            let in_s = sentence_stems(s, want);
             let rel_hits = relation.iter().filter(|r| in_s.contains(*r)).count();
             let name_hits = names.iter().filter(|n| in_s.contains(*n) || title.contains(*n)).count();
             let mut score = rel_hits as f64 + 1.5 * name_hits as f64 - 0.25 * pi as f64 - 0.05 * si.min(10) as f64;
@@ -165,6 +167,8 @@ fn best_span(s: &str, want: &Want, relation: &HashSet<String>, given: &HashSet<S
         let cue = sp.words.0.checked_sub(1).map(|k| normalize(ws[k].raw)).unwrap_or_default();
         let cue_bonus = match (want, cue.as_str()) {
             (Want::Place, "in" | "at" | "near" | "from") => 1.0,
+            // "an American singer": a word describing, not a place
+            (Want::Place, "a" | "an" | "the") if sp.words.1 - sp.words.0 == 1 => -1.0,
             (Want::Name, "by" | "to" | "of" | "married") => 0.5,
             (Want::Date, "on" | "in") => 0.3,
             _ => 0.0,
@@ -208,7 +212,10 @@ pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
     let sents: Vec<Sent> = passages
         .iter()
         .enumerate()
-        .flat_map(|(pi, p)| sentences(p.text).into_iter().enumerate().map(move |(si, t)| Sent { passage: pi, index: si, text: t, stems: sentence_stems(t) }))
+        .flat_map(|(pi, p)| {
+            let want = &want;
+            sentences(p.text).into_iter().enumerate().map(move |(si, t)| Sent { passage: pi, index: si, text: t, stems: sentence_stems(t, want) })
+        })
         .collect();
     let titles: Vec<HashSet<String>> = passages.iter().map(|p| norm_stems(p.title)).collect();
     let subjects: Vec<String> = passages.iter().map(|p| normalize(unqualified(p.title).unwrap_or(p.title))).collect();
@@ -259,13 +266,59 @@ pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
             best = Some((score, s, span.map(|(_, sp)| sp), link.1));
         }
     }
-    let (_, s, span, via) = best?;
+    let best = best?;
+    // the explicit hop wins when it covers more of what is asked than the best sentence alone
+    if typed {
+        let direct = relation.iter().filter(|r| best.1.stems.contains(*r)).count();
+        if let Some((covered, x)) = hop(question, passages, &relation, &all, &want) {
+            if covered > direct {
+                return Some(x);
+            }
+        }
+    }
+    let (_, s, span, via) = best;
     let cites: Vec<usize> = via.into_iter().chain([s.passage]).collect();
     let text = match (&span, typed) {
         (Some(sp), true) => s.text[sp.start..sp.end].to_string(),
         _ => s.text.to_string(),
     };
     Some(Extracted { text, cites })
+}
+
+/// The answer one hop from what the question names: in the passage of a name the question
+/// gives (A), the name nearest the question's relation words that is another retrieved
+/// passage's subject (B); in B's passage, the best span for the relation words the first hop
+/// did not use. Returns how many relation words the two sentences hold, with the answer.
+fn hop(question: &str, passages: &[Passage], relation: &HashSet<String>, given: &HashSet<String>, want: &Want) -> Option<(usize, Extracted)> {
+    let a = spans(question).into_iter().filter(|s| s.kind == SpanKind::Name).find_map(|s| passage_of(passages, &question[s.start..s.end], &[]))?;
+    // (relation words held, -sentence index, -distance, bridge passage)
+    let mut best: Option<(usize, i64, i64, usize, HashSet<String>)> = None;
+    for (si, s) in sentences(passages[a].text).into_iter().enumerate() {
+        let ws = word_spans(s);
+        let stems_at: Vec<String> = ws.iter().map(|w| stem(&normalize(w.raw))).collect();
+        let held: HashSet<String> = relation.iter().filter(|r| stems_at.contains(*r)).cloned().collect();
+        for sp in spans(s).into_iter().filter(|x| x.kind == SpanKind::Name) {
+            let Some(b) = passage_of(passages, &s[sp.start..sp.end], &[a]) else { continue };
+            let dist = stems_at.iter().enumerate().filter(|(_, w)| relation.contains(*w)).map(|(k, _)| if k < sp.words.0 { sp.words.0 - k } else { k.saturating_sub(sp.words.1 - 1) }).min().unwrap_or(30) as i64;
+            let key = (held.len(), -(si as i64), -dist, b, held.clone());
+            if best.as_ref().is_none_or(|x| (key.0, key.1, key.2) > (x.0, x.1, x.2)) {
+                best = Some(key);
+            }
+        }
+    }
+    let (held, _, _, b, used) = best?;
+    if held == 0 {
+        return None;
+    }
+    let rest: HashSet<String> = relation.difference(&used).cloned().collect();
+    let mut known = given.clone();
+    known.extend(norm_stems(passages[a].title));
+    known.extend(norm_stems(passages[b].title));
+    let names = norm_stems(passages[b].title);
+    let second = best_sentence(passages, &[b], &rest, &names, &known, want)?;
+    let sp = second.span?;
+    let rest_held = rest.len() - second.missing;
+    Some((held + rest_held, Extracted { text: second.sentence[sp.start..sp.end].to_string(), cites: vec![a, b] }))
 }
 
 /// The passage that speaks for `thing` in the question: its own, or, when the question links
@@ -323,6 +376,9 @@ fn date_in(p: &Passage, relation: &HashSet<String>) -> Option<(i32, u32, u32)> {
 /// "Which ..., A or B?": the alternative whose date comes first or last.
 fn choose(question: &str, alts: &[String], passages: &[Passage], relation: &HashSet<String>) -> Option<Extracted> {
     let q = norm_stems(question);
+    if q.contains("lived") || q.contains("live") {
+        return lifespans(&q, alts, passages, relation);
+    }
     let early = EARLY.iter().any(|w| q.contains(*w));
     let late = LATE.iter().any(|w| q.contains(*w));
     if early == late {
@@ -340,6 +396,30 @@ fn choose(question: &str, alts: &[String], passages: &[Passage], relation: &Hash
     }
     let pick = if early { dated.iter().min_by_key(|(d, _)| *d) } else { dated.iter().max_by_key(|(d, _)| *d) }?;
     cites.dedup();
+    Some(Extracted { text: pick.1.clone(), cites })
+}
+
+/// "Who lived longer, A or B?": the alternative with the longer (or shorter) life by the
+/// "(birth – death)" dates of their passages.
+fn lifespans(q: &HashSet<String>, alts: &[String], passages: &[Passage], relation: &HashSet<String>) -> Option<Extracted> {
+    let longer = q.contains("longe");
+    if !longer && !q.contains("short") {
+        return None;
+    }
+    let mut lives = Vec::new();
+    let mut cites = Vec::new();
+    let mut used = Vec::new();
+    for a in alts {
+        let (p, via) = subject_passage(a, passages, relation, &used)?;
+        used.push(via[0]);
+        let s = sentences(passages[p].text).into_iter().find(|s| life_dates(s).is_some())?;
+        let (b, d) = life_dates(s)?;
+        let (b, d) = (date_key(&s[b.start..b.end])?, date_key(&s[d.start..d.end])?);
+        let days = |(y, m, dd): (i32, u32, u32)| y as i64 * 372 + m as i64 * 31 + dd as i64;
+        lives.push((days(d) - days(b), a));
+        cites.extend(via);
+    }
+    let pick = if longer { lives.iter().max_by_key(|(l, _)| *l) } else { lives.iter().min_by_key(|(l, _)| *l) }?;
     Some(Extracted { text: pick.1.clone(), cites })
 }
 
@@ -431,6 +511,16 @@ mod tests {
     }
 
     #[test]
+    fn who_lived_longer_compares_the_lives_dates() {
+        let ps = [
+            Passage { title: "Ann B", text: "Ann B (1 May 1900 – 2 June 1950) was a painter." },
+            Passage { title: "Carl D", text: "Carl D (3 March 1910 – 1 January 1990) was a poet." },
+        ];
+        assert_eq!(extract("Who lived longer, Ann B or Carl D?", &ps).unwrap().text, "Carl D");
+        assert_eq!(extract("Was Ann B or Carl D born first?", &ps).unwrap().text, "Ann B");
+    }
+
+    #[test]
     fn same_country_questions_compare_what_opens_each_passage() {
         assert_eq!(ask("Are Hot Saturday and Donne Con Le Gonne from the same country?").unwrap().text, "no");
     }
@@ -438,5 +528,27 @@ mod tests {
     #[test]
     fn no_words_in_common_means_no_answer() {
         assert_eq!(ask("Zzyzx qwerty?"), None);
+    }
+}
+
+#[cfg(test)]
+mod debug_local {
+    /// Local debugging only: STREAMRAG_DBG=file.json with [{q, index, passages: [[title, text]]}].
+    #[test]
+    #[ignore]
+    fn debug_from_file() {
+        let path = std::env::var("STREAMRAG_DBG").unwrap();
+        let want: Vec<usize> = std::env::var("STREAMRAG_DBG_Q").unwrap_or_default().split(',').filter_map(|x| x.parse().ok()).collect();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for q in v.as_array().unwrap() {
+            let i = q["index"].as_u64().unwrap() as usize;
+            if !want.is_empty() && !want.contains(&i) {
+                continue;
+            }
+            let ps: Vec<(String, String)> = q["passages"].as_array().unwrap().iter().map(|p| (p[0].as_str().unwrap().to_string(), p[1].as_str().unwrap().to_string())).collect();
+            let passages: Vec<super::Passage> = ps.iter().map(|(t, x)| super::Passage { title: t, text: x }).collect();
+            let question = q["q"].as_str().unwrap();
+            eprintln!("{i} {question}\n  want {:?}\n  -> {:?}", super::super::text::want(question), super::extract(question, &passages));
+        }
     }
 }

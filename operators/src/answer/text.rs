@@ -84,6 +84,8 @@ pub fn stem(w: &str) -> String {
         "married" | "marry" | "marries" | "spouse" | "spouses" | "wife" | "husband" | "wed" | "wedded" => "married",
         "studied" | "study" | "studies" | "educated" | "education" | "attended" | "graduated" | "alumnus" => "studied",
         "older" | "oldest" | "elder" | "eldest" => "old",
+        "child" | "children" | "son" | "sons" | "daughter" | "daughters" => "child",
+        "performer" | "performed" | "performs" | "singer" | "sung" | "sang" | "recorded" => "perfo",
         "younger" | "youngest" => "young",
         "earlier" | "earliest" | "first" => "early",
         "later" | "latest" | "last" => "late",
@@ -132,7 +134,9 @@ pub fn word_spans(text: &str) -> Vec<Word<'_>> {
         }
         let s = start + lead;
         let tail = &chunk[lead + core.len()..];
-        out.push(Word { start: s, end: s + core.len(), raw: core, stops_after: !tail.is_empty() });
+        // an initial's full stop does not end a name ("Robert A. Stemmle")
+        let initial = tail == "." && core.chars().count() == 1 && core.chars().all(char::is_uppercase);
+        out.push(Word { start: s, end: s + core.len(), raw: core, stops_after: !tail.is_empty() && !initial });
     }
     out
 }
@@ -194,19 +198,30 @@ pub enum Want {
 }
 
 /// The alternatives of a question that lists them after its last comma or colon, or after
-/// "between": "Who was born first, Ada Lovelace or Charles Babbage?".
+/// "between": "Who was born first, Ada Lovelace or Charles Babbage?"; else two names joined
+/// by "or" ("Was A or B born first?"), or by "and" in a comparison ("Who was born first out
+/// of A and B?").
 pub fn alternatives(question: &str) -> Option<Vec<String>> {
     let q = question.trim().trim_end_matches(['?', '.', '!', ' ']);
     let lower = q.to_lowercase();
     let tail = if let Some(i) = lower.rfind(" between ") {
-        &q[i + " between ".len()..]
-    } else if let Some(i) = q.rfind([',', ':']) {
-        &q[i + 1..]
+        Some(&q[i + " between ".len()..])
     } else {
-        return None;
+        q.rfind([',', ':']).map(|i| &q[i + 1..])
     };
-    let parts: Vec<String> = split_or(tail).into_iter().map(|p| p.trim().trim_matches(|c: char| c == '"' || c == '\'').trim().to_string()).filter(|p| !p.is_empty()).collect();
-    (parts.len() >= 2).then_some(parts)
+    if let Some(tail) = tail {
+        let parts: Vec<String> = split_or(tail).into_iter().map(|p| p.trim().trim_matches(|c: char| c == '"' || c == '\'').trim().to_string()).filter(|p| !p.is_empty()).collect();
+        if parts.len() >= 2 {
+            return Some(parts);
+        }
+    }
+    let names: Vec<Span> = spans(q).into_iter().filter(|s| s.kind == SpanKind::Name).collect();
+    let compares = normalize(q).split(' ').map(stem).any(|w| ["early", "late", "old", "young", "befor", "after", "lived", "live"].contains(&w.as_str()));
+    names.windows(2).find_map(|w| {
+        let between = q[w[0].end..w[1].start].to_lowercase();
+        let between = between.trim();
+        (between == "or" || (between == "and" && compares)).then(|| vec![q[w[0].start..w[0].end].to_string(), q[w[1].start..w[1].end].to_string()])
+    })
 }
 
 fn split_or(s: &str) -> Vec<&str> {
@@ -235,7 +250,8 @@ pub fn want(question: &str) -> Want {
     let first = ws.first().copied().unwrap_or("");
     let has = |w: &str| ws.contains(&w);
     let has_seq = |a: &str, b: &str| ws.windows(2).any(|p| p[0] == a && p[1] == b);
-    if (first == "which" || first == "who" || first == "what" || has("which") || has("whom")) && question.contains(" or ") {
+    let same = has("same") || has("both");
+    if (question.contains(" or ") || (question.contains(" and ") && !same && !YES_NO_OPENERS.contains(&first))) && !(YES_NO_OPENERS.contains(&first) && same) {
         if let Some(alts) = alternatives(question) {
             return Want::Choice(alts);
         }
@@ -249,7 +265,10 @@ pub fn want(question: &str) -> Want {
     if has_seq("how", "many") || has_seq("how", "much") || has_seq("how", "old") || has_seq("how", "long") {
         return Want::Number;
     }
-    if first == "where" || has_seq("place", "of") || ["city", "country", "town", "state", "place", "location", "nationality"].iter().any(|w| has_seq("which", w) || has_seq("what", w)) || has("where") {
+    if has("nationality") || has("citizenship") {
+        return Want::Name;
+    }
+    if first == "where" || has_seq("place", "of") || ["city", "country", "town", "state", "place", "location"].iter().any(|w| has_seq("which", w) || has_seq("what", w)) || has("where") {
         return Want::Place;
     }
     if first == "who" || first == "whom" || first == "whose" || has("who") {
@@ -397,6 +416,9 @@ mod tests {
                 ("Duke of York", SpanKind::Name),
             ]
         );
+        let s = "It was directed by Robert A. Stemmle.";
+        let got: Vec<&str> = spans(s).iter().map(|x| &s[x.start..x.end]).collect();
+        assert_eq!(got, vec!["Robert A. Stemmle"]);
         let s = "He died on May 5, 2002 in New York.";
         let got: Vec<&str> = spans(s).iter().map(|x| &s[x.start..x.end]).collect();
         assert_eq!(got, vec!["May 5, 2002", "New York"]);
@@ -413,6 +435,9 @@ mod tests {
         assert_eq!(want("Who was born later, Guy Tzarfati or Bruce Appleyard?"), Want::Choice(vec!["Guy Tzarfati".into(), "Bruce Appleyard".into()]));
         assert_eq!(want("Which film came out first, Stella's Favor or Across The Blue Sea?"), Want::Choice(vec!["Stella's Favor".into(), "Across The Blue Sea".into()]));
         assert_eq!(want("How many films did X make?"), Want::Number);
+        assert_eq!(want("Was Angus Wagner or Juan Carlos Falcón born first?"), Want::Choice(vec!["Angus Wagner".into(), "Juan Carlos Falcón".into()]));
+        assert_eq!(want("Who was born first out of Aivar Kuusmaa and Andy Summers?"), Want::Choice(vec!["Aivar Kuusmaa".into(), "Andy Summers".into()]));
+        assert_eq!(want("Do both films Interview With A Hitman and The Last Coupon have the directors from the same country?"), Want::YesNo);
     }
 
     #[test]
