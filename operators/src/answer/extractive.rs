@@ -285,31 +285,59 @@ pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
     Some(Extracted { text, cites })
 }
 
-/// The answer one hop from what the question names: in the passage of a name the question
-/// gives (A), the name nearest the question's relation words that is another retrieved
-/// passage's subject (B); in B's passage, the best span for the relation words the first hop
-/// did not use. Returns how many relation words the two sentences hold, with the answer.
+/// The relation word of the question nearest the name `anchor` (its first hop: "husband" in
+/// "the city where the husband of Marie Curie was born").
+fn first_hop(question: &str, anchor: &Span, relation: &HashSet<String>) -> Option<String> {
+    let ws = word_spans(question);
+    // "the husband of X": the hop is before the name; "X's husband": after it
+    let of = anchor.words.0 > 0 && ws[anchor.words.0 - 1].raw.eq_ignore_ascii_case("of");
+    let rest = &question[anchor.end..];
+    let possessive = rest.starts_with("'s") || rest.starts_with("\u{2019}s") || rest.starts_with("' ");
+    ws.iter()
+        .enumerate()
+        .filter(|(k, _)| if of { *k < anchor.words.0 } else if possessive { *k >= anchor.words.1 } else { *k < anchor.words.0 || *k >= anchor.words.1 })
+        .filter(|(_, w)| relation.contains(&stem(&normalize(w.raw))))
+        .min_by_key(|(k, _)| if *k < anchor.words.0 { anchor.words.0 - k } else { k + 1 - anchor.words.1 })
+        .map(|(_, w)| stem(&normalize(w.raw)))
+}
+
+/// The answer one hop from what the question names: from the passage of a name the question
+/// gives (A), the bridge B is either a name in a sentence of A that holds the question's first
+/// hop word and is another retrieved passage's subject, or a passage whose own sentence names
+/// A and holds that word ("He married Marie Curie" in Pierre Curie's passage). The answer is
+/// the best span in B's passage for the relation words the first hop did not use. Returns how
+/// many relation words the two sentences hold, with the answer.
 fn hop(question: &str, passages: &[Passage], relation: &HashSet<String>, given: &HashSet<String>, want: &Want) -> Option<(usize, Extracted)> {
-    let a = spans(question).into_iter().filter(|s| s.kind == SpanKind::Name).find_map(|s| passage_of(passages, &question[s.start..s.end], &[]))?;
-    // (relation words held, -sentence index, -distance, bridge passage)
-    let mut best: Option<(usize, i64, i64, usize, HashSet<String>)> = None;
-    for (si, s) in sentences(passages[a].text).into_iter().enumerate() {
+    let (anchor, a) = spans(question).into_iter().filter(|s| s.kind == SpanKind::Name).find_map(|s| passage_of(passages, &question[s.start..s.end], &[]).map(|a| (s, a)))?;
+    let first = first_hop(question, &anchor, relation)?;
+    // (sentence stems, -distance, bridge passage)
+    let mut best: Option<(HashSet<String>, i64, usize)> = None;
+    for s in sentences(passages[a].text) {
         let ws = word_spans(s);
         let stems_at: Vec<String> = ws.iter().map(|w| stem(&normalize(w.raw))).collect();
-        let held: HashSet<String> = relation.iter().filter(|r| stems_at.contains(*r)).cloned().collect();
+        let Some(at) = stems_at.iter().position(|w| *w == first) else { continue };
         for sp in spans(s).into_iter().filter(|x| x.kind == SpanKind::Name) {
             let Some(b) = passage_of(passages, &s[sp.start..sp.end], &[a]) else { continue };
-            let dist = stems_at.iter().enumerate().filter(|(_, w)| relation.contains(*w)).map(|(k, _)| if k < sp.words.0 { sp.words.0 - k } else { k.saturating_sub(sp.words.1 - 1) }).min().unwrap_or(30) as i64;
-            let key = (held.len(), -(si as i64), -dist, b, held.clone());
-            if best.as_ref().is_none_or(|x| (key.0, key.1, key.2) > (x.0, x.1, x.2)) {
-                best = Some(key);
+            let dist = if at < sp.words.0 { sp.words.0 - at } else { at.saturating_sub(sp.words.1 - 1) } as i64;
+            if best.as_ref().is_none_or(|x| -dist > x.1) {
+                best = Some((norm_stems(s), -dist, b));
             }
         }
     }
-    let (held, _, _, b, used) = best?;
-    if held == 0 {
-        return None;
+    if best.is_none() {
+        let subject = normalize(unqualified(passages[a].title).unwrap_or(passages[a].title));
+        'outer: for (b, p) in passages.iter().enumerate().filter(|(b, _)| *b != a) {
+            for s in sentences(p.text) {
+                let st = norm_stems(s);
+                if st.contains(&first) && !subject.is_empty() && normalize(s).contains(&subject) {
+                    best = Some((st, 0, b));
+                    break 'outer;
+                }
+            }
+        }
     }
+    let (held_stems, _, b) = best?;
+    let used: HashSet<String> = relation.iter().filter(|r| held_stems.contains(*r)).cloned().collect();
     let rest: HashSet<String> = relation.difference(&used).cloned().collect();
     let mut known = given.clone();
     known.extend(norm_stems(passages[a].title));
@@ -318,7 +346,7 @@ fn hop(question: &str, passages: &[Passage], relation: &HashSet<String>, given: 
     let second = best_sentence(passages, &[b], &rest, &names, &known, want)?;
     let sp = second.span?;
     let rest_held = rest.len() - second.missing;
-    Some((held + rest_held, Extracted { text: second.sentence[sp.start..sp.end].to_string(), cites: vec![a, b] }))
+    Some((used.len() + rest_held, Extracted { text: second.sentence[sp.start..sp.end].to_string(), cites: vec![a, b] }))
 }
 
 /// The passage that speaks for `thing` in the question: its own, or, when the question links
@@ -500,6 +528,18 @@ mod tests {
         assert_eq!(a.text, "Weston-super-Mare");
         assert_eq!(a.cites, vec![0, 1]);
         assert_eq!(ask("Who is the director of film Aylwin?").unwrap().text, "Henry Edwards");
+    }
+
+    #[test]
+    fn the_first_hop_is_the_relation_the_name_hangs_on() {
+        let ps = [
+            Passage { title: "Marie Curie", text: "Marie Curie was a physicist born in Warsaw in 1867." },
+            Passage { title: "Pierre Curie", text: "Pierre Curie was a French physicist born in Paris in 1859. He married Marie Curie in 1895." },
+            Passage { title: "Warsaw", text: "Warsaw is the capital of Poland. The city lies on the Vistula river." },
+        ];
+        assert_eq!(extract("In which city was the husband of Marie Curie born?", &ps).unwrap(), Extracted { text: "Paris".into(), cites: vec![0, 1] });
+        assert_eq!(extract("Where was Marie Curie's husband born?", &ps).unwrap().text, "Paris");
+        assert_eq!(extract("Where was Marie Curie born?", &ps).unwrap().text, "Warsaw");
     }
 
     #[test]

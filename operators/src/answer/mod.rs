@@ -26,7 +26,7 @@ use streamrag_schemas::{Citation, ScoredDocument};
 use crate::llm::{Llm, LlmError, Sampling};
 use crate::passages::Passages;
 
-const SYSTEM: &str = "You answer questions from the numbered passages you are given. Reply with one line: \"Answer: \" followed by a short phrase (a name, a place, a date, a number, yes or no; not a sentence) and the numbers of the passages it comes from in brackets, for example \"Answer: Paris [2]\". If the passages do not contain the answer, reply \"Answer: unknown\".";
+const SYSTEM: &str = "You answer questions from the numbered passages you are given. Reply with one line: \"Answer: \" followed by a short phrase (a name, a place, a date, a number, yes or no; never a sentence, never the question's words) and the numbers of the passages it comes from in brackets. Examples: \"Answer: Paris [2]\", \"Answer: 12 May 1820 [1][3]\", \"Answer: no [1][2]\". If the passages do not contain the answer, reply \"Answer: unknown\".";
 
 /// What an answer says when nothing retrieved supports the question.
 pub const NO_SUPPORT: &str = "No retrieved passage supports an answer to this question, so none is given.";
