@@ -39,6 +39,9 @@ fn the_page_asks_and_shows_documents_facts_and_the_subgraph_in_a_real_browser() 
 
     let dom = headless(&url, &["--dump-dom"]);
     assert!(dom.contains("data-answered=\"true\""), "the page never showed an answer:\n{dom}");
+    // the answer text, cited, and the cited document marked in the ranking
+    assert!(dom.contains("data-abstained=\"false\">Paris ["), "no cited answer:\n{dom}");
+    assert!(dom.contains("answered by extractive; cites [") && dom.contains("class=\"cited\""), "no citations shown:\n{dom}");
     // the documents, ranked, with their ids: the husband's page among the first three
     let ranked: Vec<&str> = dom.split("<li data-id=\"").skip(1).filter_map(|s| s.split('"').next()).collect();
     assert!(ranked.iter().take(3).any(|d| *d == "pierre-curie"), "{ranked:?}");
