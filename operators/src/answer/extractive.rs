@@ -440,9 +440,14 @@ fn lifespans(q: &HashSet<String>, alts: &[String], passages: &[Passage], relatio
     for a in alts {
         let (p, via) = subject_passage(a, passages, relation, &used)?;
         used.push(via[0]);
-        let s = sentences(passages[p].text).into_iter().find(|s| life_dates(s).is_some())?;
-        let (b, d) = life_dates(s)?;
-        let (b, d) = (date_key(&s[b.start..b.end])?, date_key(&s[d.start..d.end])?);
+        // "(birth – death)", else the first and the last date of the first sentence that has two
+        let (b, d) = sentences(passages[p].text).into_iter().find_map(|s| {
+            let (b, d) = life_dates(s).or_else(|| {
+                let dates: Vec<Span> = spans(s).into_iter().filter(|x| x.kind == SpanKind::Date).collect();
+                (dates.len() >= 2).then(|| (dates[0].clone(), dates[dates.len() - 1].clone()))
+            })?;
+            Some((date_key(&s[b.start..b.end])?, date_key(&s[d.start..d.end])?))
+        })?;
         let days = |(y, m, dd): (i32, u32, u32)| y as i64 * 372 + m as i64 * 31 + dd as i64;
         lives.push((days(d) - days(b), a));
         cites.extend(via);
@@ -558,6 +563,11 @@ mod tests {
         ];
         assert_eq!(extract("Who lived longer, Ann B or Carl D?", &ps).unwrap().text, "Carl D");
         assert_eq!(extract("Was Ann B or Carl D born first?", &ps).unwrap().text, "Ann B");
+        let ps = [
+            Passage { title: "Ann B", text: "Ann B (born November 8, 1913 in Salz, Germany – d. March 28, 2003) was an inventor." },
+            Passage { title: "Carl D", text: "Carl D (January 16, 1941 – September 21, 2011) was a judge." },
+        ];
+        assert_eq!(extract("Who lived longer, Ann B or Carl D?", &ps).unwrap().text, "Ann B");
     }
 
     #[test]

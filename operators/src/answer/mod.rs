@@ -112,6 +112,7 @@ impl Answerer {
         match extractive::extract(question, &passages) {
             Some(x) => {
                 let mut cites = x.cites.clone();
+                cites.sort_unstable();
                 cites.dedup();
                 Written { text: cite(&x.text, &cites), abstained: false, answered_by: "extractive".into(), citations: citations(documents, &cites) }
             }
@@ -127,6 +128,7 @@ impl Answerer {
         if n.is_empty() || n == "unknown" || !support::answer_supported(&answer, question, &want, words) {
             return Ok(Written::abstain(WITHHELD));
         }
+        cites.sort_unstable();
         if cites.is_empty() {
             // the passages that hold the answer's words
             let aw = text::content_words(&answer);

@@ -204,10 +204,12 @@ pub enum Want {
 pub fn alternatives(question: &str) -> Option<Vec<String>> {
     let q = question.trim().trim_end_matches(['?', '.', '!', ' ']);
     let lower = q.to_lowercase();
+    // after "between", else after the first comma or colon whose tail lists alternatives (a
+    // name may hold a comma: "Which came first, Love, Honor And Oh-Baby! or X?")
     let tail = if let Some(i) = lower.rfind(" between ") {
         Some(&q[i + " between ".len()..])
     } else {
-        q.rfind([',', ':']).map(|i| &q[i + 1..])
+        q.match_indices([',', ':']).map(|(i, _)| &q[i + 1..]).find(|t| t.to_lowercase().contains(" or ")).or_else(|| q.rfind([',', ':']).map(|i| &q[i + 1..]))
     };
     if let Some(tail) = tail {
         let parts: Vec<String> = split_or(tail).into_iter().map(|p| p.trim().trim_matches(|c: char| c == '"' || c == '\'').trim().to_string()).filter(|p| !p.is_empty()).collect();
@@ -224,23 +226,18 @@ pub fn alternatives(question: &str) -> Option<Vec<String>> {
     })
 }
 
+/// `s` split at " or " (at " and " when it has no " or "), any case.
 fn split_or(s: &str) -> Vec<&str> {
+    let lower = s.to_lowercase();
+    let sep = if lower.contains(" or ") { " or " } else { " and " };
     let mut out = Vec::new();
-    let mut rest = s;
-    loop {
-        let lower = rest.to_lowercase();
-        match lower.find(" or ").or_else(|| lower.find(" and ")) {
-            Some(i) => {
-                let sep = if lower[i..].starts_with(" or ") { " or " } else { " and " };
-                out.push(&rest[..i]);
-                rest = &rest[i + sep.len()..];
-            }
-            None => {
-                out.push(rest);
-                return out;
-            }
-        }
+    let mut at = 0;
+    for (i, _) in lower.match_indices(sep) {
+        out.push(&s[at..i]);
+        at = i + sep.len();
     }
+    out.push(&s[at..]);
+    out
 }
 
 /// What the question asks for, read from its opening words.
@@ -435,6 +432,7 @@ mod tests {
         assert_eq!(want("Who was born later, Guy Tzarfati or Bruce Appleyard?"), Want::Choice(vec!["Guy Tzarfati".into(), "Bruce Appleyard".into()]));
         assert_eq!(want("Which film came out first, Stella's Favor or Across The Blue Sea?"), Want::Choice(vec!["Stella's Favor".into(), "Across The Blue Sea".into()]));
         assert_eq!(want("How many films did X make?"), Want::Number);
+        assert_eq!(want("Which film has the director who died later, Love, Honor And Oh-Baby! or I Cover The Underworld?"), Want::Choice(vec!["Love, Honor And Oh-Baby!".into(), "I Cover The Underworld".into()]));
         assert_eq!(want("Was Angus Wagner or Juan Carlos Falcón born first?"), Want::Choice(vec!["Angus Wagner".into(), "Juan Carlos Falcón".into()]));
         assert_eq!(want("Who was born first out of Aivar Kuusmaa and Andy Summers?"), Want::Choice(vec!["Aivar Kuusmaa".into(), "Andy Summers".into()]));
         assert_eq!(want("Do both films Interview With A Hitman and The Last Coupon have the directors from the same country?"), Want::YesNo);
