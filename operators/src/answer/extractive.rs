@@ -116,7 +116,7 @@ fn best_sentence<'a>(passages: &[Passage<'a>], within: &[usize], relation: &Hash
             let rel_hits = relation.iter().filter(|r| in_s.contains(*r)).count();
             let name_hits = names.iter().filter(|n| in_s.contains(*n) || title.contains(*n)).count();
             let mut score = rel_hits as f64 + 1.5 * name_hits as f64 - 0.25 * pi as f64 - 0.05 * si.min(10) as f64;
-            let span = best_span(s, want, relation, given);
+            let span = best_span(s, want, relation, given, p.title);
             if span.is_none() && !matches!(want, Want::Any) {
                 continue;
             }
@@ -142,7 +142,8 @@ struct Sent<'a> {
 
 /// The best span of a wanted kind in a sentence that the question does not give (`given`),
 /// nearest the `relation` words: (its score, the span).
-fn best_span(s: &str, want: &Want, relation: &HashSet<String>, given: &HashSet<String>) -> Option<(f64, Span)> {
+fn best_span(s: &str, want: &Want, relation: &HashSet<String>, given: &HashSet<String>, subject: &str) -> Option<(f64, Span)> {
+    let subject_last = normalize(unqualified(subject).unwrap_or(subject)).rsplit(' ').next().filter(|w| !w.is_empty()).map(str::to_string);
     let kinds = kinds_for(want);
     let ws = word_spans(s);
     let positions: Vec<usize> = ws.iter().enumerate().filter(|(_, w)| relation.contains(&stem(&normalize(w.raw)))).map(|(i, _)| i).collect();
@@ -173,7 +174,20 @@ fn best_span(s: &str, want: &Want, relation: &HashSet<String>, given: &HashSet<S
             (Want::Date, "on" | "in") => 0.3,
             _ => 0.0,
         };
-        let score = cue_bonus + life_bonus - 0.1 * dist.min(20.0);
+        let mut score = cue_bonus + life_bonus - 0.1 * dist.min(20.0);
+        if *want == Want::Place && sp.kind == SpanKind::Name && !matches!(cue.as_str(), "in" | "at" | "near" | "from") {
+            let one = sp.words.1 - sp.words.0 == 1;
+            let word = ws[sp.words.0].raw.to_lowercase();
+            let next_lower = ws.get(sp.words.1).is_some_and(|w| w.raw.chars().next().is_some_and(char::is_lowercase));
+            // "a Swedish actor", "Italian film director": a word describing, not a place
+            if one && next_lower && ["an", "ish", "ese", "ic", "i"].iter().any(|x| word.ends_with(x)) {
+                score -= 1.0;
+            }
+            // the passage's own subject, under a longer name ("Jonathan Richard Guy Greenwood")
+            if subject_last.as_deref().is_some_and(|l| normalize(ws[sp.words.1 - 1].raw) == l) {
+                score -= 2.0;
+            }
+        }
         if best.as_ref().is_none_or(|(b, _)| score > *b) {
             best = Some((score, sp));
         }
@@ -228,7 +242,8 @@ pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
     // (score, sentence, span, linking passage)
     let mut best: Option<(f64, &Sent, Option<Span>, Option<usize>)> = None;
     for s in &sents {
-        let span = if typed { best_span(s.text, &want, &relation, &all) } else { best_span(s.text, &Want::Any, &relation, &all) };
+        let title = passages[s.passage].title;
+        let span = if typed { best_span(s.text, &want, &relation, &all, title) } else { best_span(s.text, &Want::Any, &relation, &all, title) };
         if typed && span.is_none() {
             continue;
         }
@@ -474,22 +489,30 @@ fn descriptors(p: &Passage) -> HashSet<String> {
     out
 }
 
+/// The two things an "A and B" of the question names: the longest words before and after
+/// the "and" that are retrieved passages' subjects ("Are Christopher Newton (Criminal) and
+/// Frances M. Vega of the same nationality?").
+fn around_and(question: &str, passages: &[Passage]) -> Option<(String, String)> {
+    let lower = question.to_lowercase();
+    for (i, _) in lower.match_indices(" and ") {
+        let (left, right) = (&question[..i], &question[i + " and ".len()..]);
+        let a = word_spans(left).iter().map(|w| left[w.start..].trim()).find(|t| passage_of(passages, t, &[]).is_some());
+        let ends: Vec<usize> = word_spans(right).iter().map(|w| if right[w.end..].starts_with(')') { w.end + 1 } else { w.end }).collect();
+        let b = ends.iter().rev().map(|&e| right[..e].trim()).find(|t| passage_of(passages, t, &[]).is_some());
+        if let (Some(a), Some(b)) = (a, b) {
+            return Some((a.to_string(), b.to_string()));
+        }
+    }
+    None
+}
+
 /// "Are both A and B ... the same ...?": yes when the names that open their passages meet.
 fn same(question: &str, passages: &[Passage], relation: &HashSet<String>) -> Option<Extracted> {
     let things: Vec<String> = match alternatives(question) {
-        Some(a) if a.len() == 2 => a,
+        Some(a) if a.len() == 2 && a.iter().all(|t| passage_of(passages, t, &[]).is_some()) => a,
         _ => {
-            let anchors = super::support::anchors(question);
-            if anchors.len() != 2 {
-                return None;
-            }
-            // the question's own spelling of each name
-            let spans_q = spans(question);
-            let names: Vec<String> = spans_q.iter().filter(|s| s.kind == SpanKind::Name).map(|s| question[s.start..s.end].to_string()).collect();
-            if names.len() < 2 {
-                return None;
-            }
-            names[names.len() - 2..].to_vec()
+            let (a, b) = around_and(question, passages)?;
+            vec![a, b]
         }
     };
     let mut sets = Vec::new();
@@ -573,6 +596,11 @@ mod tests {
     #[test]
     fn same_country_questions_compare_what_opens_each_passage() {
         assert_eq!(ask("Are Hot Saturday and Donne Con Le Gonne from the same country?").unwrap().text, "no");
+        let ps = [
+            Passage { title: "Christopher Newton (criminal)", text: "Christopher Newton was an American murderer." },
+            Passage { title: "Frances M. Vega", text: "Frances M. Vega is an American politician." },
+        ];
+        assert_eq!(extract("Are Christopher Newton (Criminal) and Frances M. Vega of the same nationality?", &ps).unwrap().text, "yes");
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub fn word_spans(text: &str) -> Vec<Word<'_>> {
         let s = start + lead;
         let tail = &chunk[lead + core.len()..];
         // an initial's full stop does not end a name ("Robert A. Stemmle")
-        let initial = tail == "." && core.chars().count() == 1 && core.chars().all(char::is_uppercase);
+        let initial = tail == "." && ((core.chars().count() == 1 && core.chars().all(char::is_uppercase)) || ["st", "mt", "ft", "jr", "sr", "dr"].contains(&core.to_lowercase().as_str()));
         out.push(Word { start: s, end: s + core.len(), raw: core, stops_after: !tail.is_empty() && !initial });
     }
     out
@@ -413,6 +413,9 @@ mod tests {
                 ("Duke of York", SpanKind::Name),
             ]
         );
+        let s = "He was born in St. Louis, Missouri.";
+        let got: Vec<&str> = spans(s).iter().map(|x| &s[x.start..x.end]).collect();
+        assert_eq!(got, vec!["St. Louis", "Missouri"]);
         let s = "It was directed by Robert A. Stemmle.";
         let got: Vec<&str> = spans(s).iter().map(|x| &s[x.start..x.end]).collect();
         assert_eq!(got, vec!["Robert A. Stemmle"]);
