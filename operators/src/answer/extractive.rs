@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 
 use super::text::{alternatives, asks_same, content_words, date_key, is_stop, no_possessive, sentences, spans, stem, word_spans, Span, SpanKind, Want};
-use crate::normalize::{normalize, unqualified};
+use crate::normalize::{normalize, unqualified, TITLES_OF_RANK};
 
 /// One retrieved passage, by rank.
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +78,7 @@ fn passage_of(passages: &[Passage], name: &str, skip: &[usize]) -> Option<usize>
     passages.iter().enumerate().find(|(i, p)| !skip.contains(i) && same(p.title)).map(|(i, _)| i).or_else(|| {
         // the question's own spelling may drop a qualifier or an article, or change case
         let key = |x: &str| -> Vec<String> {
-            let mut v: Vec<String> = normalize(&no_possessive(x)).split(' ').filter(|w| !w.is_empty() && !is_stop(w)).map(str::to_string).collect();
+            let mut v: Vec<String> = normalize(&no_possessive(x)).split(' ').filter(|w| !w.is_empty() && !is_stop(w) && !TITLES_OF_RANK.contains(w)).map(str::to_string).collect();
             v.sort();
             v
         };
@@ -218,6 +218,11 @@ pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
         }
         Want::YesNo if asks_same(question) => {
             if let Some(x) = same(question, passages, &relation) {
+                return Some(x);
+            }
+        }
+        Want::Name => {
+            if let Some(x) = kin(question, passages) {
                 return Some(x);
             }
         }
@@ -362,6 +367,94 @@ fn hop(question: &str, passages: &[Passage], relation: &HashSet<String>, given: 
     let sp = second.span?;
     let rest_held = rest.len() - second.missing;
     Some((used.len() + rest_held, Extracted { text: second.sentence[sp.start..sp.end].to_string(), cites: vec![a, b] }))
+}
+
+/// Kinship terms that are two relations in a row ("paternal grandfather": the father's
+/// father), each relation as the stems that state it in a passage.
+const KIN: &[(&str, [&str; 2])] = &[
+    ("paternal grandfather", ["father", "father"]),
+    ("paternal grandmother", ["father", "mother"]),
+    ("maternal grandfather", ["mother", "father"]),
+    ("maternal grandmother", ["mother", "mother"]),
+    ("father in law", ["spouse", "father"]),
+    ("mother in law", ["spouse", "mother"]),
+    ("son in law", ["child", "spouse"]),
+    ("daughter in law", ["child", "spouse"]),
+    ("child in law", ["child", "spouse"]),
+    ("stepmother", ["father", "spouse"]),
+    ("stepfather", ["mother", "spouse"]),
+];
+
+/// The stems that state a relation in a passage, and whether the name sought is the second
+/// of a pair after the cue ("son of A and B": B is the mother).
+fn kin_cues(relation: &str) -> (&'static [&'static str], &'static [&'static str]) {
+    match relation {
+        // (the word itself, "son of" / "daughter of")
+        "father" => (&["fathe"], &["child"]),
+        "mother" => (&["mothe"], &["child"]),
+        "child" => (&["child"], &[]),
+        _ => (&["married"], &[]),
+    }
+}
+
+/// "Who is X's paternal grandfather?": two relations walked from X's passage, each to the
+/// name nearest its cue in the current passage that is another retrieved passage's subject
+/// (or, for the last, any name there).
+fn kin(question: &str, passages: &[Passage]) -> Option<Extracted> {
+    let n = normalize(&no_possessive(question));
+    let (_, hops) = KIN.iter().find(|(term, _)| n.contains(term))?;
+    let (mut at, _) = spans(question).into_iter().filter(|s| s.kind == SpanKind::Name).find_map(|s| passage_of(passages, &question[s.start..s.end], &[]).map(|a| (a, s)))?;
+    let mut cites = vec![at];
+    let mut seen = vec![at];
+    for (k, rel) in hops.iter().enumerate() {
+        let last = k + 1 == hops.len();
+        let (direct, of_pair) = kin_cues(rel);
+        let subject = norm_stems(passages[at].title);
+        // (distance to the cue, the name)
+        let mut best: Option<(usize, String)> = None;
+        for s in sentences(passages[at].text) {
+            let ws = word_spans(s);
+            let stems_at: Vec<String> = ws.iter().map(|w| stem(&normalize(w.raw))).collect();
+            // not the passage's own subject ("Raghnall's father, Ruaidhri Mac Ruaidhri": a
+            // relative may share the subject's names)
+            let names: Vec<Span> = spans(s)
+                .into_iter()
+                .filter(|x| x.kind == SpanKind::Name)
+                .filter(|sp| {
+                    let t = &s[sp.start..sp.end];
+                    let own = norm_stems(t);
+                    passage_of(passages, t, &[]) != Some(at) && !(own.len() == 1 && own.iter().all(|w| subject.contains(w)))
+                })
+                .collect();
+            let usable = |sp: &Span| last || passage_of(passages, &s[sp.start..sp.end], &seen).is_some();
+            for (c, w) in stems_at.iter().enumerate() {
+                let mut pick: Option<(usize, &Span)> = None;
+                if direct.contains(&w.as_str()) {
+                    // "his father, A" / "A, his father": the nearest name
+                    pick = names.iter().filter(|sp| usable(sp)).map(|sp| (if c < sp.words.0 { sp.words.0 - c } else { c.saturating_sub(sp.words.1 - 1) }, sp)).min_by_key(|(d, _)| *d);
+                } else if of_pair.contains(&w.as_str()) && stems_at.get(c + 1).is_some_and(|x| x == "of") {
+                    // "son of A and B": A the father, B the mother
+                    let after: Vec<&Span> = names.iter().filter(|sp| sp.words.0 > c).collect();
+                    let i = if *rel == "mother" { 1 } else { 0 };
+                    pick = after.get(i).filter(|sp| usable(sp) && sp.words.0 - c <= 8).map(|sp| (sp.words.0 - c, *sp));
+                }
+                if let Some((d, sp)) = pick {
+                    if d <= 6 && best.as_ref().is_none_or(|b| d < b.0) {
+                        best = Some((d, s[sp.start..sp.end].to_string()));
+                    }
+                }
+            }
+        }
+        let (_, name) = best?;
+        if last {
+            cites.dedup();
+            return Some(Extracted { text: name, cites });
+        }
+        at = passage_of(passages, &name, &seen)?;
+        seen.push(at);
+        cites.push(at);
+    }
+    None
 }
 
 /// The passage that speaks for `thing` in the question: its own, or, when the question links
@@ -568,6 +661,16 @@ mod tests {
         assert_eq!(extract("In which city was the husband of Marie Curie born?", &ps).unwrap(), Extracted { text: "Paris".into(), cites: vec![0, 1] });
         assert_eq!(extract("Where was Marie Curie's husband born?", &ps).unwrap().text, "Paris");
         assert_eq!(extract("Where was Marie Curie born?", &ps).unwrap().text, "Warsaw");
+    }
+
+    #[test]
+    fn kinship_terms_walk_two_relations() {
+        let ps = [
+            Passage { title: "Raghnall mac Ruaidhri", text: "Raghnall mac Ruaidhri was a Scottish magnate. He was the son of Ruaidhri mac Ailein." },
+            Passage { title: "Ruaidhri mac Ailein", text: "Ruaidhri mac Ailein was a Hebridean lord, the son of Ailean mac Ruaidhri and Mor of Lorn." },
+        ];
+        assert_eq!(extract("Who is Raghnall Mac Ruaidhri's paternal grandfather?", &ps).unwrap(), Extracted { text: "Ailean mac Ruaidhri".into(), cites: vec![0, 1] });
+        assert_eq!(extract("Who is the paternal grandmother of Raghnall Mac Ruaidhri?", &ps).unwrap().text, "Mor of Lorn");
     }
 
     #[test]

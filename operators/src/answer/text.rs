@@ -30,7 +30,7 @@ const MONTHS: &[&str] = &[
 /// Lower-case words that may sit inside a name ("House of Commons", "Ludwig van Beethoven").
 const NAME_JOINERS: &[&str] = &[
     "of", "the", "de", "da", "del", "della", "di", "du", "van", "von", "der", "den", "la", "le", "y", "bin", "ibn",
-    "al", "upon", "super", "sur",
+    "al", "upon", "super", "sur", "mac", "ap", "ben", "bint", "zu", "af",
 ];
 
 /// Short words that end with a full stop without ending a sentence.
@@ -85,6 +85,7 @@ pub fn stem(w: &str) -> String {
         "studied" | "study" | "studies" | "educated" | "education" | "attended" | "graduated" | "alumnus" => "studied",
         "older" | "oldest" | "elder" | "eldest" => "old",
         "child" | "children" | "son" | "sons" | "daughter" | "daughters" => "child",
+        "parent" | "parents" => "paren",
         "performer" | "performed" | "performs" | "singer" | "sung" | "sang" | "recorded" => "perfo",
         "younger" | "youngest" => "young",
         "earlier" | "earliest" | "first" => "early",
