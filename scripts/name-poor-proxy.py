@@ -35,6 +35,7 @@ def main(src, out, keep_case=False):
             "question_type": q["question_type"],
             "question": case(q["question"]),
             "gold_titles": [ids[t] for t in titles if t in ids],
+            "answer": case(q["answer"]),
         })
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "corpus.json"), "w", encoding="utf-8") as f:

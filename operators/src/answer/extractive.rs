@@ -84,6 +84,15 @@ fn passage_of(passages: &[Passage], name: &str, skip: &[usize]) -> Option<usize>
         };
         let words = key(name);
         passages.iter().enumerate().find(|(i, p)| !skip.contains(i) && !words.is_empty() && (key(p.title) == words || unqualified(p.title).is_some_and(|u| key(u) == words))).map(|(i, _)| i)
+    }).or_else(|| {
+        // no title names it (a corpus of chunks, or titles that are ids): the passage that
+        // opens with it
+        let bare = normalize(&no_possessive(unqualified(name).unwrap_or(name)));
+        let opens = |text: &str| {
+            let t = format!("{} ", normalize(&no_possessive(text)));
+            [&n, &bare].iter().any(|x| !x.is_empty() && t.starts_with(&format!("{x} ")))
+        };
+        passages.iter().enumerate().find(|(i, p)| !skip.contains(i) && opens(p.text)).map(|(i, _)| i)
     })
 }
 
@@ -243,8 +252,8 @@ pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
         names.extend(anchor_words.iter().filter(|n| s.stems.contains(*n) || titles[s.passage].contains(*n)).cloned());
     };
     let value = |rel: &HashSet<String>, names: &HashSet<String>| rel.len() as f64 + 1.5 * names.len() as f64;
-    let typed = !matches!(want, Want::Any | Want::YesNo);
     // (score, sentence, span, linking passage)
+    let scan = |typed: bool| -> Option<(f64, &Sent, Option<Span>, Option<usize>)> {
     let mut best: Option<(f64, &Sent, Option<Span>, Option<usize>)> = None;
     for s in &sents {
         let title = passages[s.passage].title;
@@ -286,6 +295,16 @@ pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
             best = Some((score, s, span.map(|(_, sp)| sp), link.1));
         }
     }
+    best
+    };
+    // with no span of the wanted kind anywhere (text without capitals has no names), the best
+    // sentence answers
+    let typed0 = !matches!(want, Want::Any | Want::YesNo);
+    let (typed, best) = match scan(typed0) {
+        Some(b) => (typed0, Some(b)),
+        None if typed0 => (false, scan(false)),
+        None => (false, None),
+    };
     let best = best?;
     // the explicit hop wins when it covers more of what is asked than the best sentence alone
     if typed {
@@ -704,6 +723,18 @@ mod tests {
             Passage { title: "Frances M. Vega", text: "Frances M. Vega is an American politician." },
         ];
         assert_eq!(extract("Are Christopher Newton (Criminal) and Frances M. Vega of the same nationality?", &ps).unwrap().text, "yes");
+    }
+
+    #[test]
+    fn text_without_titles_or_capitals_still_answers() {
+        let ps = [
+            Passage { title: "p0", text: "hot saturday is a 1932 american drama film directed by william a. seiter." },
+            Passage { title: "p1", text: "donne con le gonne is a 1991 italian comedy film directed by francesco nuti." },
+        ];
+        assert_eq!(extract("which film came out first, donne con le gonne or hot saturday?", &ps).unwrap().text, "hot saturday");
+        let x = extract("who directed donne con le gonne?", &ps).unwrap();
+        assert_eq!(x.text, "donne con le gonne is a 1991 italian comedy film directed by francesco nuti.", "the sentence, for want of a name");
+        assert_eq!(extract("when was hot saturday released?", &ps).unwrap().text, "1932");
     }
 
     #[test]

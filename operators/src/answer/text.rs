@@ -209,6 +209,8 @@ pub fn alternatives(question: &str) -> Option<Vec<String>> {
     // name may hold a comma: "Which came first, Love, Honor And Oh-Baby! or X?")
     let tail = if let Some(i) = lower.rfind(" between ") {
         Some(&q[i + " between ".len()..])
+    } else if let Some(i) = lower.rfind(" out of ") {
+        Some(&q[i + " out of ".len()..])
     } else {
         q.match_indices([',', ':']).map(|(i, _)| &q[i + 1..]).find(|t| t.to_lowercase().contains(" or ")).or_else(|| q.rfind([',', ':']).map(|i| &q[i + 1..]))
     };
@@ -281,7 +283,8 @@ fn date_at(ws: &[Word], i: usize) -> Option<usize> {
     let low = |k: usize| ws.get(k).map(|w| w.raw.to_lowercase());
     let is_day = |k: usize| ws.get(k).is_some_and(|w| w.raw.len() <= 2 && w.raw.chars().all(|c| c.is_ascii_digit()) && w.raw.parse::<u32>().is_ok_and(|d| (1..=31).contains(&d)));
     let is_year = |k: usize| ws.get(k).is_some_and(|w| is_year_word(w.raw));
-    let is_month = |k: usize| low(k).is_some_and(|m| MONTHS.contains(&m.as_str()) && ws[k].raw.chars().next().is_some_and(char::is_uppercase));
+    // a month counts beside a day or a year only (below), so "may" in lower-case text is safe
+    let is_month = |k: usize| low(k).is_some_and(|m| MONTHS.contains(&m.as_str()));
     if is_day(i) && is_month(i + 1) && !ws[i].stops_after {
         return Some(if is_year(i + 2) && !ws[i + 1].stops_after { i + 3 } else { i + 2 });
     }
@@ -439,6 +442,7 @@ mod tests {
         assert_eq!(want("Which film has the director who died later, Love, Honor And Oh-Baby! or I Cover The Underworld?"), Want::Choice(vec!["Love, Honor And Oh-Baby!".into(), "I Cover The Underworld".into()]));
         assert_eq!(want("Was Angus Wagner or Juan Carlos Falcón born first?"), Want::Choice(vec!["Angus Wagner".into(), "Juan Carlos Falcón".into()]));
         assert_eq!(want("Who was born first out of Aivar Kuusmaa and Andy Summers?"), Want::Choice(vec!["Aivar Kuusmaa".into(), "Andy Summers".into()]));
+        assert_eq!(want("who was born first out of aivar kuusmaa and andy summers?"), Want::Choice(vec!["aivar kuusmaa".into(), "andy summers".into()]));
         assert_eq!(want("Do both films Interview With A Hitman and The Last Coupon have the directors from the same country?"), Want::YesNo);
     }
 
