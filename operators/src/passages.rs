@@ -30,10 +30,18 @@ pub trait DocSink: Send + Sync {
     }
 }
 
-/// Passage texts by document id (upserts replace, deletes remove).
+/// Passage texts by document id (upserts replace, deletes remove), and how many passages
+/// hold each word (what the answerer asks to tell a name the corpus never saw).
 #[derive(Default)]
 pub struct Passages {
     docs: RwLock<HashMap<String, (String, String)>>,
+    words: RwLock<HashMap<String, u32>>,
+}
+
+/// The distinct normalised words of a passage (title and text).
+fn passage_words(title: &str, text: &str) -> std::collections::HashSet<String> {
+    let n = crate::normalize::normalize(&crate::answer::text::no_possessive(&format!("{title} {text}")));
+    n.split(' ').filter(|w| !w.is_empty()).map(str::to_string).collect()
 }
 
 impl Passages {
@@ -46,18 +54,41 @@ impl Passages {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// How many passages hold the normalised `word`.
+    pub fn frequency(&self, word: &str) -> u32 {
+        self.words.read().expect("passages lock").get(word).copied().unwrap_or(0)
+    }
+
+    fn count(&self, title: &str, text: &str, add: bool) {
+        let mut w = self.words.write().expect("passages lock");
+        for word in passage_words(title, text) {
+            if add {
+                *w.entry(word).or_default() += 1;
+            } else if let Some(c) = w.get_mut(&word) {
+                *c = c.saturating_sub(1);
+                if *c == 0 {
+                    w.remove(&word);
+                }
+            }
+        }
+    }
 }
 
 impl DocSink for Passages {
     fn upsert(&self, docs: &[(String, String, String)]) -> Result<(), StageFault> {
         let mut m = self.docs.write().expect("passages lock");
         for (id, title, text) in docs {
-            m.insert(id.clone(), (title.clone(), text.clone()));
+            if let Some((t, x)) = m.insert(id.clone(), (title.clone(), text.clone())) {
+                self.count(&t, &x, false);
+            }
+            self.count(title, text, true);
         }
         Ok(())
     }
     fn remove(&self, id: &str) -> Result<(), StageFault> {
-        self.docs.write().expect("passages lock").remove(id);
+        if let Some((t, x)) = self.docs.write().expect("passages lock").remove(id) {
+            self.count(&t, &x, false);
+        }
         Ok(())
     }
 }
@@ -181,6 +212,8 @@ mod tests {
         for s in [&a, &b] {
             assert_eq!(s.get("x"), Some(("X".into(), "second".into())), "the delete came between the two versions");
             assert_eq!(s.get("y"), None);
+            // word counts follow the versions: the replaced and the deleted text count no more
+            assert_eq!((s.frequency("second"), s.frequency("x"), s.frequency("first"), s.frequency("why")), (1, 1, 0, 0));
         }
         assert_eq!(r.progress(), [(0, 6)].into());
         let Consumed::Own(f) = r.consumed() else { panic!("the reader keeps its own position") };

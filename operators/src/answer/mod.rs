@@ -99,7 +99,8 @@ impl Answerer {
     pub async fn write(&self, question: &str, documents: &[ScoredDocument]) -> Written {
         let read = self.read(documents);
         let words: Vec<HashSet<String>> = read.iter().map(|(t, x)| support::passage_words(t, x)).collect();
-        if support::question_supported(question, &words).is_err() {
+        let known = |w: &str| self.passages.frequency(w) > 0 || self.passages.is_empty();
+        if support::question_supported(question, &words, &known).is_err() {
             return Written::abstain(NO_SUPPORT);
         }
         if let Some(llm) = &self.llm {

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use streamrag_operators::answer::text::{spans, SpanKind};
+use streamrag_operators::answer::text::{is_stop, spans, word_spans, SpanKind};
 use streamrag_schemas::Document;
 
 /// Lower case, punctuation and the articles a / an / the removed, whitespace collapsed.
@@ -160,7 +160,10 @@ impl Vocabulary {
     pub fn unanswerable(&self, question: &str, kind: Fake, seed: u64) -> Option<String> {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let names: Vec<_> = spans(question).into_iter().filter(|s| s.kind == SpanKind::Name).collect();
-        if names.is_empty() || self.title_words.len() < 2 {
+        if names.is_empty() {
+            return self.unanswerable_lower(question, &mut rng);
+        }
+        if kind == Fake::Recombined && self.title_words.len() < 2 {
             return None;
         }
         let mut out = String::new();
@@ -176,6 +179,30 @@ impl Vocabulary {
         }
         out.push_str(&question[at..]);
         Some(out)
+    }
+}
+
+impl Vocabulary {
+    /// A question without capitals: its rarest run of two or three content words (the name,
+    /// most likely) replaced by invented lower-case words.
+    fn unanswerable_lower(&self, question: &str, rng: &mut Rng) -> Option<String> {
+        let ws = word_spans(question);
+        let content = |k: usize| ws.get(k).is_some_and(|w| w.raw.chars().all(char::is_alphabetic) && !is_stop(&w.raw.to_lowercase()));
+        let df = |k: usize| self.docs_of.get(&ws[k].raw.to_lowercase()).map_or(0, |d| d.len());
+        let mut best: Option<(usize, usize, usize)> = None;
+        for len in [2, 3] {
+            for i in 0..ws.len().saturating_sub(len - 1) {
+                if (i..i + len).all(content) {
+                    let cost = (i..i + len).map(df).sum::<usize>() / len;
+                    if best.is_none_or(|b| cost < b.0) {
+                        best = Some((cost, i, i + len));
+                    }
+                }
+            }
+        }
+        let (_, a, b) = best?;
+        let fake: Vec<String> = (a..b).map(|_| self.invented(rng).to_lowercase()).collect();
+        Some(format!("{}{}{}", &question[..ws[a].start], fake.join(" "), &question[ws[b - 1].end..]))
     }
 }
 
@@ -222,5 +249,8 @@ mod tests {
         assert_eq!(ws.len(), 2, "{re}");
         assert!(v.docs_of[&ws[0]].is_disjoint(&v.docs_of[&ws[1]]), "{re}: the two words meet in a passage");
         assert_eq!(v.unanswerable("where was it?", Fake::Invented, 1), None);
+        // lower case: the rarest run of words is the name that goes
+        let low = v.unanswerable("where was the director of film aylwin born?", Fake::Invented, 5).unwrap();
+        assert!(low.starts_with("where was the director of ") && low.ends_with(" born?") && !low.contains("aylwin"), "{low}");
     }
 }
