@@ -56,14 +56,15 @@ fn secrets_stay_out_of_the_logs_and_oversized_bodies_get_413() {
     assert_eq!(post(format!("{{\"id\":\"long\",\"text\":\"{}\"}}", "x".repeat(1_500))), 413);
     assert_eq!(post(r#"{"id":"ok","title":"Ada Lovelace","text":"Ada Lovelace was born in London."}"#.into()), 202);
     wait_stats(&addr, Duration::from_secs(30), |s| s.documents == 1);
-    // The answering LLM is down: the answer comes back retrieval-only after the retries.
+    // The answering LLM is down: after the retries the answer is extractive, not lost.
     let a: serde_json::Value = serde_json::from_str(&streamrag(&["ask", "--http", &addr, "--json", "Where was Ada Lovelace born?"])).unwrap();
-    assert!(a.get("answer").is_none(), "{a}");
+    assert_eq!(a["answered_by"], "extractive", "{a}");
+    assert!(a["answer"].as_str().is_some_and(|t| t.starts_with("London [1]")), "{a}");
     assert!(!a["documents"].as_array().unwrap().is_empty(), "{a}");
     p.stop();
 
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("the LLM wrote no answer"), "the failure is logged: {text}");
+    assert!(text.contains("the answering LLM failed"), "the failure is logged: {text}");
     for secret in ["sk-env-secret-91c2", "kafka-secret-5b8e", "sk-file-secret-7f3a"] {
         assert!(!text.contains(secret), "{secret} is in the log");
     }
@@ -86,9 +87,9 @@ fn secrets_stay_out_of_the_logs_and_oversized_bodies_get_413() {
     wait_http(&addr2, Duration::from_secs(60));
     // A request with the file's key fails, and the failure is logged.
     let a: serde_json::Value = serde_json::from_str(&streamrag(&["ask", "--http", &addr2, "--json", "Where was Ada Lovelace born?"])).unwrap();
-    assert!(a.get("answer").is_none(), "{a}");
+    assert_eq!(a["answered_by"], "extractive", "the LLM failed, so the answer is extractive: {a}");
     p.stop();
     let text = std::fs::read_to_string(&log2).unwrap();
-    assert!(text.contains("the LLM wrote no answer"), "the failure is logged: {text}");
+    assert!(text.contains("the answering LLM failed"), "the failure is logged: {text}");
     assert!(!text.contains("sk-file-secret-7f3a"), "the key file's secret is in the log");
 }
