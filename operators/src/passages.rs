@@ -38,12 +38,6 @@ pub struct Passages {
     words: RwLock<HashMap<String, u32>>,
 }
 
-/// The distinct normalised words of a passage (title and text).
-fn passage_words(title: &str, text: &str) -> std::collections::HashSet<String> {
-    let n = crate::normalize::normalize(&crate::answer::text::no_possessive(&format!("{title} {text}")));
-    n.split(' ').filter(|w| !w.is_empty()).map(str::to_string).collect()
-}
-
 impl Passages {
     pub fn get(&self, id: &str) -> Option<(String, String)> {
         self.docs.read().expect("passages lock").get(id).cloned()
@@ -61,7 +55,7 @@ impl Passages {
 
     fn count(&self, title: &str, text: &str, add: bool) {
         let mut w = self.words.write().expect("passages lock");
-        for word in passage_words(title, text) {
+        for word in crate::answer::support::passage_words(title, text) {
             if add {
                 *w.entry(word).or_default() += 1;
             } else if let Some(c) = w.get_mut(&word) {
