@@ -8,6 +8,7 @@ fn default_graph_deltas() -> String { "streamrag.graph-deltas".into() }
 fn default_graph_changes() -> String { "streamrag.graph-changes".into() }
 fn default_queries() -> String { "streamrag.queries".into() }
 fn default_answers() -> String { "streamrag.answers".into() }
+fn default_subscriptions() -> String { "streamrag.subscriptions".into() }
 fn default_dead_letters() -> String { "streamrag.dead-letters".into() }
 
 /// The topics the pipeline reads and writes.
@@ -29,9 +30,13 @@ pub struct Topics {
     /// Questions, keyed by query id.
     #[serde(default = "default_queries")]
     pub queries: String,
-    /// Answers, keyed by query id.
+    /// Answers, keyed by query id (a standing query's by its subscription id).
     #[serde(default = "default_answers")]
     pub answers: String,
+    /// Standing queries, keyed by subscription id; compacted on Kafka (the last record of an
+    /// id is its state).
+    #[serde(default = "default_subscriptions")]
+    pub subscriptions: String,
     /// Records any stage could not process.
     #[serde(default = "default_dead_letters")]
     pub dead_letters: String,
@@ -46,17 +51,23 @@ impl Default for Topics {
             graph_changes: default_graph_changes(),
             queries: default_queries(),
             answers: default_answers(),
+            subscriptions: default_subscriptions(),
             dead_letters: default_dead_letters(),
         }
     }
 }
 
 impl Topics {
-    pub fn all(&self) -> [&str; 7] {
-        [&self.docs, &self.triples, &self.graph_deltas, &self.graph_changes, &self.queries, &self.answers, &self.dead_letters]
+    pub fn all(&self) -> [&str; 8] {
+        [&self.docs, &self.triples, &self.graph_deltas, &self.graph_changes, &self.queries, &self.answers, &self.subscriptions, &self.dead_letters]
     }
 
-    pub fn all_mut(&mut self) -> [&mut String; 7] {
+    /// The topics whose retention is by key (compaction), not by time.
+    pub fn compacted(&self) -> [&str; 1] {
+        [&self.subscriptions]
+    }
+
+    pub fn all_mut(&mut self) -> [&mut String; 8] {
         [
             &mut self.docs,
             &mut self.triples,
@@ -64,6 +75,7 @@ impl Topics {
             &mut self.graph_changes,
             &mut self.queries,
             &mut self.answers,
+            &mut self.subscriptions,
             &mut self.dead_letters,
         ]
     }

@@ -73,6 +73,11 @@ impl DataDir {
         self.0.join("vectors")
     }
 
+    /// The standing queries' last published answers.
+    pub fn standing_path(&self) -> PathBuf {
+        self.0.join("standing")
+    }
+
     pub fn fact_vectors_path(&self) -> PathBuf {
         self.0.join("fact-vectors")
     }

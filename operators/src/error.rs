@@ -68,4 +68,8 @@ pub enum StageFault {
     /// The passage vectors could not be stored.
     #[error(transparent)]
     Vectors(#[from] crate::retrieve::dense::VectorStoreError),
+    /// A component's own store, named, with its own error (the way new stores report, so
+    /// this enum need not learn each one).
+    #[error("{what}: {source}")]
+    Own { what: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
 }

@@ -15,7 +15,8 @@
 //! - [`graph`]: the knowledge graph in memory ([`graph::GraphState`]) and in sled
 //!   ([`graph::GraphStore`]); [`kg_writer`] applies graph deltas to both, idempotently, and
 //!   holds the [`kg_writer::LiveGraph`] queries read.
-//! - [`query`]: the query stage: questions -> [`retrieve`] -> answers.
+//! - [`query`]: the query stage: questions -> [`retrieve`] -> answers; [`standing`]: standing
+//!   queries, answered again when a graph change reaches what their answer depended on.
 //! - [`retrieve`]: the hybrid (the default), BM25, dense, seeds, PPR, subgraph, the GLM,
 //!   document ranking, and GLM training; one folder (docs/retrieval.md).
 //! - [`answer`], [`llm`]: answers written by an LLM (an OpenAI-compatible endpoint or a local
@@ -52,6 +53,7 @@ pub mod replay;
 pub mod retrieve;
 pub mod runtime;
 pub mod snapshot;
+pub mod standing;
 pub mod stages;
 pub mod transport;
 

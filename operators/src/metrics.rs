@@ -96,6 +96,9 @@ pub struct Metrics {
     extractor: Mutex<Option<Arc<ExtractStats>>>,
     /// Live documents in the graph this process writes or replicates; -1: none.
     pub graph_documents: AtomicI64,
+    /// Counters and gauges a component registered by name ([`Metrics::counter`],
+    /// [`Metrics::gauge`]): name -> (help, kind, value).
+    named: Mutex<BTreeMap<&'static str, (&'static str, &'static str, Arc<AtomicI64>)>>,
 }
 
 impl Default for Metrics {
@@ -106,6 +109,7 @@ impl Default for Metrics {
             llms: Mutex::default(),
             extractor: Mutex::default(),
             graph_documents: AtomicI64::new(-1),
+            named: Mutex::default(),
         }
     }
 }
@@ -118,6 +122,20 @@ impl Metrics {
 
     pub fn register_extractor(&self, stats: Arc<ExtractStats>) {
         *self.extractor.lock().expect("metrics lock") = Some(stats);
+    }
+
+    /// A counter of its own, rendered as `name` (the same one on every call with that name).
+    pub fn counter(&self, name: &'static str, help: &'static str) -> Arc<AtomicI64> {
+        self.named(name, help, "counter")
+    }
+
+    /// A gauge of its own, rendered as `name`.
+    pub fn gauge(&self, name: &'static str, help: &'static str) -> Arc<AtomicI64> {
+        self.named(name, help, "gauge")
+    }
+
+    fn named(&self, name: &'static str, help: &'static str, kind: &'static str) -> Arc<AtomicI64> {
+        self.named.lock().expect("metrics lock").entry(name).or_insert_with(|| (help, kind, Arc::default())).2.clone()
     }
 
     pub fn stage(&self, name: &str) -> Arc<StageMetrics> {
@@ -166,6 +184,9 @@ impl Metrics {
         let docs = self.graph_documents.load(Relaxed);
         if docs >= 0 {
             family(out, "streamrag_graph_documents", "gauge", "Live documents in the graph", [(String::new(), docs)]);
+        }
+        for (name, (help, kind, v)) in self.named.lock().expect("metrics lock").iter() {
+            family(out, name, kind, help, [(String::new(), v.load(Relaxed))]);
         }
     }
 }

@@ -40,6 +40,7 @@ fn answer_of(g: &GraphState, retriever: &Retriever, q: &Query, r: Retrieved, lat
         abstained: false,
         answered_by: None,
         citations: vec![],
+        reason: None,
         graph_version: g.version(),
         latency_ms,
     }

@@ -213,6 +213,26 @@ pub struct Query {
     pub top_k: Option<u32>,
 }
 
+/// `streamrag.subscriptions`: a standing query, keyed by its id. The topic is compacted: the
+/// last record of an id is its state, and `op: "delete"` ends the subscription. While it stands,
+/// its answer is computed again whenever the graph changes near it and published to
+/// `streamrag.answers` (key = the subscription id, with a `reason`) when it changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subscription {
+    #[serde(default = "default_version")]
+    pub schema_version: u32,
+    #[serde(default, skip_serializing_if = "DocOp::is_upsert")]
+    pub op: DocOp,
+    pub subscription_id: String,
+    /// Required to subscribe, absent from a delete.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub question: String,
+    /// How many documents each answer carries (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+}
+
 /// A retrieved document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -273,6 +293,11 @@ pub struct Answer {
     /// The documents the `[n]` marks in `answer` refer to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub citations: Vec<Citation>,
+    /// Only on a standing query's answer (`query_id` is then the subscription id): why it was
+    /// computed again: `subscribed`, `restarted`, `changed <doc id>` or `deleted <doc id>` (the
+    /// graph change that reached it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub graph_version: GraphVersion,
     pub latency_ms: f64,
 }
@@ -355,7 +380,7 @@ macro_rules! versioned {
         }
     )*};
 }
-versioned!(Document, Extraction, GraphDelta, GraphChange, Query, Answer, DeadLetter);
+versioned!(Document, Extraction, GraphDelta, GraphChange, Query, Subscription, Answer, DeadLetter);
 
 /// Decodes a topic payload: UTF-8, then JSON into `T`, then the version check.
 pub fn decode<T: DeserializeOwned + Versioned>(payload: &[u8]) -> Result<T, DecodeError> {

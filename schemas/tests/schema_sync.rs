@@ -77,7 +77,8 @@ fn every_topic_has_a_schema_file() {
             "extraction.schema.json",
             "graph-change.schema.json",
             "graph-delta.schema.json",
-            "query.schema.json"
+            "query.schema.json",
+            "subscription.schema.json"
         ]
     );
 }
@@ -198,6 +199,22 @@ fn query() {
 }
 
 #[test]
+fn subscription() {
+    let s = Subscription { schema_version: 1, op: DocOp::Upsert, subscription_id: "s".into(), question: "why?".into(), top_k: Some(3) };
+    let gone = Subscription { op: DocOp::Delete, question: String::new(), top_k: None, ..s.clone() };
+    check(
+        "subscription.schema.json",
+        &[s, gone],
+        &[
+            json!({"question": "no id"}),
+            json!({"subscription_id": "s", "question": 5}),
+            json!({"subscription_id": "s", "question": "x", "k": 2}),
+            json!({"subscription_id": "s", "question": "x", "op": "merge"}),
+        ],
+    );
+}
+
+#[test]
 fn answer() {
     let a = Answer {
         schema_version: 1,
@@ -211,10 +228,12 @@ fn answer() {
         abstained: false,
         answered_by: Some("extractive".into()),
         citations: vec![Citation { n: 1, document_id: "d".into(), title: "T".into() }],
+        reason: None,
         graph_version: GraphVersion { offsets: [("streamrag.graph-deltas/0".to_string(), 3)].into() },
         latency_ms: 0.25,
     };
     let no_llm = Answer { answer: None, answered_by: None, citations: vec![], documents: vec![], ..a.clone() };
+    let standing = Answer { query_id: "s-1".into(), reason: Some("changed d".into()), ..a.clone() };
     let abstained = Answer { answer: Some("Nothing retrieved supports an answer.".into()), abstained: true, answered_by: Some("none".into()), citations: vec![], ..a.clone() };
     let base = json!({"query_id": "q", "question": "x", "documents": [], "triples": [], "seeds": [], "retriever": "hybrid", "graph_version": {"offsets": {}}, "latency_ms": 1.0});
     let mut bad_citation = base.clone();
@@ -223,7 +242,7 @@ fn answer() {
     bad_abstained["abstained"] = json!("yes");
     check(
         "answer.schema.json",
-        &[a, no_llm, abstained],
+        &[a, no_llm, abstained, standing],
         &[json!({"query_id": "q", "question": "x", "documents": []}), bad_citation, bad_abstained],
     );
 }

@@ -89,12 +89,20 @@ impl KafkaTransport {
 
     /// Creates the topics that do not exist yet. A cluster that cannot be reached (not started
     /// yet, restarting) is waited for, as the producer waits for it, up to `CONNECT_WAIT`;
-    /// a refusal (authorisation, a bad setting) is an error at once.
-    pub async fn ensure_topics(&self, topics: &[&str]) -> Result<(), TransportError> {
+    /// a refusal (authorisation, a bad setting) is an error at once. Those also in `compacted`
+    /// keep the last record of each key (`cleanup.policy=compact`) instead of expiring by time.
+    pub async fn ensure_topics(&self, topics: &[&str], compacted: &[&str]) -> Result<(), TransportError> {
         let admin: AdminClient<DefaultClientContext> = self.config.client(&[]).create()?;
         let new: Vec<NewTopic> = topics
             .iter()
-            .map(|t| NewTopic::new(t, self.config.partitions, TopicReplication::Fixed(self.config.replication)))
+            .map(|t| {
+                let topic = NewTopic::new(t, self.config.partitions, TopicReplication::Fixed(self.config.replication));
+                if compacted.contains(t) {
+                    topic.set("cleanup.policy", "compact")
+                } else {
+                    topic
+                }
+            })
             .collect();
         let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
         let deadline = tokio::time::Instant::now() + CONNECT_WAIT;

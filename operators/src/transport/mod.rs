@@ -86,7 +86,7 @@ pub async fn connect_kafka(brokers: &str, cfg: &TransportConfig, topics: &crate:
     kc.partitions = cfg.partitions;
     kc.options = cfg.kafka_options.iter().cloned().collect();
     let t = kafka::KafkaTransport::connect(kc)?;
-    t.ensure_topics(&topics.all()).await.map_err(ConnectError::Topics)?;
+    t.ensure_topics(&topics.all(), &topics.compacted()).await.map_err(ConnectError::Topics)?;
     Ok(Transport::Kafka(t))
 }
 

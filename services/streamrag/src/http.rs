@@ -1,6 +1,7 @@
 //! The HTTP API: `GET /` (the trace page, `page.html`), `POST /documents`, `POST /query`
-//! (answers synchronously), `GET /health`, `GET /stats`, and the OpenAI-compatible
-//! `/v1/models` and `/v1/chat/completions` ([`crate::openai`]). Bodies over the limit get 413;
+//! (answers synchronously), `GET /health`, `GET /stats`, standing queries under
+//! `/subscriptions` ([`crate::subscriptions`]), and the OpenAI-compatible `/v1/models` and
+//! `/v1/chat/completions` ([`crate::openai`]). Bodies over the limit get 413;
 //! input that fails validation gets 400 with the reason, and nothing of a rejected request is
 //! published.
 
@@ -24,7 +25,7 @@ pub struct ApiState {
     pub answer_timeout: Duration,
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
@@ -50,6 +51,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/documents", post(documents))
         .route("/query", post(query))
+        .route("/subscriptions", post(crate::subscriptions::subscribe))
+        .route("/subscriptions/{id}", get(crate::subscriptions::latest).delete(crate::subscriptions::unsubscribe))
+        .route("/subscriptions/{id}/events", get(crate::subscriptions::events))
         .route("/v1/models", get(crate::openai::models))
         .route("/v1/chat/completions", post(crate::openai::chat))
         .layer(DefaultBodyLimit::max(body_limit))
@@ -93,7 +97,7 @@ async fn metrics() -> Response {
 }
 
 /// The status of a refused input: 413 when it is over a limit, else 400.
-fn status_of(e: &StageError) -> StatusCode {
+pub(crate) fn status_of(e: &StageError) -> StatusCode {
     if e.over_limit {
         StatusCode::PAYLOAD_TOO_LARGE
     } else {

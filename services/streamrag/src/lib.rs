@@ -7,7 +7,8 @@
 //!   graph, answers routed back to askers, "drained", clean shutdown.
 //! - [`cmd`]: one module per command (`run`, `ingest`, `ask`, `stats`, `snapshot`, `replay`,
 //!   `demo`, `eval`, `train`, `glm`, `bench ...`), each with its own arguments.
-//! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`, `GET /metrics`.
+//! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`, `GET /metrics`;
+//!   [`subscriptions`]: standing queries over HTTP (`/subscriptions`, server-sent events).
 //! - [`client`]: ingest and ask over Kafka, HTTP, or the data directory of a stopped node.
 //! - [`config`]: the TOML config file and `STREAMRAG_KAFKA_OPT_*` variables.
 //! - [`dataset`]: retrieval datasets in the HippoRAG / GFM-RAG layouts.
@@ -23,6 +24,7 @@ pub mod http;
 pub mod node;
 pub mod openai;
 pub mod progress;
+pub mod subscriptions;
 pub mod synth;
 
 /// A new empty directory under the system's temporary folder, named `<prefix>-<pid>-<millis>`.

@@ -13,6 +13,8 @@ use streamrag_operators::openie::OpenIe;
 use streamrag_operators::query::QueryStage;
 use streamrag_operators::resolve::Resolve;
 use streamrag_operators::runtime::{self, Consumed, Operator, RunOptions};
+use streamrag_operators::standing::readers::{ChangesWatcher, SubscriptionsReader};
+use streamrag_operators::standing::Standing;
 use streamrag_operators::stages::{OpenIeConfig, QueryConfig, ResolveConfig, Shared, SnapshotConfig, StageKind};
 use streamrag_operators::transport::{connect, Output, Position, Subscription, Transport, TransportConfig};
 use streamrag_operators::{snapshot, DataDir, Limits, Topics};
@@ -122,6 +124,8 @@ pub struct Node {
     pub started_from: Option<BTreeMap<String, i64>>,
     /// The query stage's retriever, when this node runs one (for in-process evaluation).
     pub retriever: Option<streamrag_operators::retrieve::Retriever>,
+    /// The standing queries, when this node runs the query stage.
+    pub standing: Option<Arc<Standing>>,
     running: Vec<Running>,
     shutdown: watch::Sender<bool>,
 }
@@ -168,6 +172,7 @@ impl Node {
         };
         let mut s = Starter { transport: transport.clone(), opts, shutdown: shutdown_rx.clone(), tasks: Vec::new(), running: Vec::new() };
         let mut retriever = None;
+        let mut standing = None;
         for kind in &kinds {
             match kind {
                 StageKind::OpenIe => s.start(OpenIe::build(&config.openie, &mut shared).await?),
@@ -195,6 +200,23 @@ impl Node {
                     }
                     let (stage, readers, facts) = QueryStage::build(&config.query, &mut shared).await?;
                     retriever = Some(stage.retriever.clone());
+                    // standing queries answer with the same retriever and answerer, after the
+                    // passage indexes read what the graph holds
+                    let mut indexes: Vec<(String, Consumed)> = readers.iter().map(|r| (r.input(), r.consumed())).collect();
+                    indexes.extend(facts.iter().map(|f| (f.input(), f.consumed())));
+                    let st = Arc::new(Standing::open(
+                        &config.data.standing_path(),
+                        stage.graph.clone(),
+                        stage.retriever.clone(),
+                        stage.answerer.clone(),
+                        config.topics.clone(),
+                        transport.clone(),
+                        indexes,
+                    )?);
+                    let from = transport.end_offsets(&config.topics.graph_changes).await?;
+                    s.start(SubscriptionsReader::new(st.clone(), config.limits.clone()));
+                    s.start(ChangesWatcher::new(st.clone(), from));
+                    standing = Some(st);
                     for r in readers {
                         s.start(r);
                     }
@@ -217,6 +239,7 @@ impl Node {
             answers,
             started_from: shared.started_from,
             retriever,
+            standing,
             running: s.running,
             shutdown,
         };

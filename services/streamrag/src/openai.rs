@@ -233,6 +233,7 @@ mod tests {
             abstained: false,
             answered_by: llm.map(|_| "extractive".to_string()),
             citations: vec![],
+            reason: None,
             graph_version: GraphVersion::default(),
             latency_ms: 1.0,
         }

@@ -1,0 +1,505 @@
+//! Standing queries: a question registered once (a record on the subscriptions topic, key =
+//! its id) whose answer follows the graph. Every answer remembers what it depended on (its
+//! documents, the entities of its seeds, facts and documents, and the question's distinctive
+//! words); a graph change is matched against that index, and only the subscriptions it can
+//! affect are answered again. A new answer goes to the answers topic (key = the subscription
+//! id, with its `reason`) only when its documents or its text changed.
+//!
+//! - [`Registry`]: the subscriptions, their latest answers and the dependency index; shared
+//!   with the HTTP API (`GET /subscriptions/{id}`, the event stream).
+//! - [`Standing`]: evaluation (the query stage's retriever and answerer on the live graph) and
+//!   the store of the last published answers (`DATA/standing`), so a restart publishes only
+//!   what changed while it was down.
+//! - [`readers`]: the two operators that drive it, one reading the subscriptions topic from
+//!   its start (every replica holds every subscription), one reading the graph changes.
+
+pub mod readers;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use streamrag_schemas::{encode, Answer, GraphChange, Query, SCHEMA_VERSION};
+use tokio::sync::broadcast;
+
+use crate::answer::text::STOP;
+use crate::answer::Answerer;
+use crate::config::Topics;
+use crate::error::StageFault;
+use crate::graph::GraphState;
+use crate::kg_writer::LiveGraph;
+use crate::normalize::{normalize, words};
+use crate::retrieve::Retriever;
+use crate::runtime::Consumed;
+use crate::transport::{Output, Transport};
+
+/// A question word that names more entities than this is not distinctive: a new entity
+/// bearing it does not make the question worth answering again.
+const COMMON_WORD_ENTITIES: usize = 50;
+
+/// How long an evaluation waits for the passage indexes to read the documents the graph
+/// already holds (they read the docs topic on their own).
+const INDEX_WAIT: Duration = Duration::from_secs(5);
+
+/// Why the standing-query store failed.
+#[derive(Debug, thiserror::Error)]
+#[error("the standing-query store: {0}")]
+pub struct StandingError(#[from] sled::Error);
+
+impl From<StandingError> for StageFault {
+    fn from(e: StandingError) -> Self {
+        StageFault::Own { what: "standing queries", source: Box::new(e) }
+    }
+}
+
+/// One standing query.
+#[derive(Debug, Clone)]
+struct Sub {
+    question: String,
+    top_k: Option<u32>,
+    /// The dependency keys of its latest evaluation.
+    keys: Vec<String>,
+    /// The latest published answer.
+    last: Option<Answer>,
+}
+
+#[derive(Default)]
+struct Inner {
+    subs: HashMap<String, Sub>,
+    /// Dependency key -> the subscriptions whose latest answer depended on it.
+    by_key: HashMap<String, HashSet<String>>,
+}
+
+impl Inner {
+    fn unindex(&mut self, id: &str) {
+        let Some(sub) = self.subs.get(id) else { return };
+        for k in &sub.keys {
+            if let Some(set) = self.by_key.get_mut(k) {
+                set.remove(id);
+                if set.is_empty() {
+                    self.by_key.remove(k);
+                }
+            }
+        }
+    }
+
+    fn index(&mut self, id: &str, keys: Vec<String>) {
+        self.unindex(id);
+        for k in &keys {
+            self.by_key.entry(k.clone()).or_default().insert(id.to_string());
+        }
+        if let Some(sub) = self.subs.get_mut(id) {
+            sub.keys = keys;
+        }
+    }
+}
+
+/// The standing queries this process holds, their latest answers and what each depended on.
+pub struct Registry {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Answer>,
+    subscriptions: Arc<AtomicI64>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        let m = crate::metrics::global();
+        Registry {
+            inner: Mutex::default(),
+            events: broadcast::channel(1024).0,
+            subscriptions: m.gauge("streamrag_standing_subscriptions", "Standing queries this process holds"),
+        }
+    }
+}
+
+impl Registry {
+    /// `None`: no such subscription; `Some(None)`: registered, not answered yet.
+    pub fn latest(&self, id: &str) -> Option<Option<Answer>> {
+        self.inner.lock().expect("registry lock").subs.get(id).map(|s| s.last.clone())
+    }
+
+    /// Every standing answer published from now on (subscribers filter by `query_id`).
+    pub fn events(&self) -> broadcast::Receiver<Answer> {
+        self.events.subscribe()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().expect("registry lock").subs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Registers (or changes) a subscription; the answer it had is kept when the question did
+    /// not change.
+    fn put(&self, id: &str, question: &str, top_k: Option<u32>, last: Option<Answer>) {
+        let mut inner = self.inner.lock().expect("registry lock");
+        let keep = inner.subs.get(id).filter(|s| s.question == question && s.top_k == top_k).and_then(|s| s.last.clone());
+        let last = keep.or(last).filter(|a| a.question == question);
+        inner.unindex(id);
+        inner.subs.insert(id.to_string(), Sub { question: question.to_string(), top_k, keys: Vec::new(), last });
+        self.subscriptions.store(inner.subs.len() as i64, Relaxed);
+    }
+
+    fn remove(&self, id: &str) -> bool {
+        let mut inner = self.inner.lock().expect("registry lock");
+        inner.unindex(id);
+        let had = inner.subs.remove(id).is_some();
+        self.subscriptions.store(inner.subs.len() as i64, Relaxed);
+        had
+    }
+
+    /// The subscriptions a graph change can affect (sorted).
+    fn affected(&self, keys: &HashSet<String>) -> Vec<String> {
+        let inner = self.inner.lock().expect("registry lock");
+        let mut out: Vec<String> = keys.iter().filter_map(|k| inner.by_key.get(k)).flatten().cloned().collect::<HashSet<_>>().into_iter().collect();
+        out.sort();
+        out
+    }
+
+    fn query_of(&self, id: &str) -> Option<Query> {
+        let inner = self.inner.lock().expect("registry lock");
+        inner.subs.get(id).map(|s| Query { schema_version: SCHEMA_VERSION, query_id: id.to_string(), question: s.question.clone(), top_k: s.top_k })
+    }
+}
+
+/// The dependency keys of an answer: its documents (`d:`), the entities of its seeds, facts
+/// and documents (`e:`), and the question's words that few entity names bear (`w:`).
+pub fn answer_keys(g: &GraphState, a: &Answer) -> Vec<String> {
+    let mut keys: HashSet<String> = HashSet::new();
+    for d in &a.documents {
+        keys.insert(format!("d:{}", d.id));
+        if let Some(doc) = g.doc(&d.id) {
+            keys.extend(doc.entities().map(|(id, _)| format!("e:{id}")));
+        }
+    }
+    for s in &a.seeds {
+        keys.insert(format!("e:{}", normalize(s)));
+    }
+    for t in &a.triples {
+        keys.insert(format!("e:{}", normalize(&t.subject)));
+        keys.insert(format!("e:{}", normalize(&t.object)));
+    }
+    let question = normalize(&a.question);
+    for w in words(&question) {
+        if w.len() > 2 && !STOP.contains(&w) && g.entities_with_word(w).len() <= COMMON_WORD_ENTITIES {
+            keys.insert(format!("w:{w}"));
+        }
+    }
+    keys.remove("e:");
+    let mut keys: Vec<String> = keys.into_iter().collect();
+    keys.sort();
+    keys
+}
+
+/// The keys a graph change touches: its document, the entities of the facts that appeared or
+/// died and of the entities that appeared or died, every entity the document now names, and
+/// the words of new entities' names.
+pub fn change_keys(g: &GraphState, c: &GraphChange) -> HashSet<String> {
+    let mut keys = HashSet::new();
+    keys.insert(format!("d:{}", c.doc_id));
+    for t in c.asserted.iter().chain(&c.retracted) {
+        keys.insert(format!("e:{}", t.subject_id));
+        keys.insert(format!("e:{}", t.object_id));
+    }
+    for e in c.entities_added.iter().chain(&c.entities_removed) {
+        keys.insert(format!("e:{}", e.id));
+    }
+    for e in &c.entities_added {
+        keys.extend(words(&e.id).map(|w| format!("w:{w}")));
+    }
+    if let Some(doc) = g.doc(&c.doc_id) {
+        keys.extend(doc.entities().map(|(id, _)| format!("e:{id}")));
+    }
+    keys
+}
+
+/// Whether two answers differ for a subscriber: other documents, or other text.
+fn changed(old: Option<&Answer>, new: &Answer) -> bool {
+    match old {
+        None => true,
+        Some(o) => o.answer != new.answer || o.documents.iter().map(|d| &d.id).ne(new.documents.iter().map(|d| &d.id)),
+    }
+}
+
+/// Evaluates standing queries and keeps their last published answers.
+pub struct Standing {
+    pub registry: Arc<Registry>,
+    graph: LiveGraph,
+    retriever: Retriever,
+    answerer: Arc<Answerer>,
+    topics: Topics,
+    transport: Transport,
+    /// The indexes the retriever reads beside the graph (passages from the docs topic, fact
+    /// vectors from the graph changes): the topic each reads, and how far it has.
+    indexes: Vec<(String, Consumed)>,
+    store: sled::Tree,
+    /// One evaluation at a time: the two readers never publish out of order for one id.
+    turn: tokio::sync::Mutex<()>,
+    evaluations: Arc<AtomicI64>,
+    changes: Arc<AtomicI64>,
+    published: Arc<AtomicI64>,
+}
+
+/// Opens the store of last published answers under `dir`.
+pub fn open_store(dir: &Path) -> Result<sled::Tree, StandingError> {
+    Ok(sled::open(dir)?.open_tree("answers")?)
+}
+
+impl Standing {
+    /// Standing queries over the query stage's graph, retriever and answerer; the last
+    /// published answers kept under `dir` (`DATA/standing`). `indexes`: the readers that keep
+    /// the retriever's indexes, with the topic each reads.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        dir: &Path,
+        graph: LiveGraph,
+        retriever: Retriever,
+        answerer: Arc<Answerer>,
+        topics: Topics,
+        transport: Transport,
+        indexes: Vec<(String, Consumed)>,
+    ) -> Result<Self, StandingError> {
+        let m = crate::metrics::global();
+        Ok(Standing {
+            registry: Arc::new(Registry::default()),
+            graph,
+            retriever,
+            answerer,
+            topics,
+            transport,
+            indexes,
+            store: open_store(dir)?,
+            turn: tokio::sync::Mutex::new(()),
+            evaluations: m.counter("streamrag_standing_evaluations_total", "Standing queries answered again"),
+            changes: m.counter("streamrag_standing_changes_total", "Graph changes matched against the standing queries"),
+            published: m.counter("streamrag_standing_published_total", "Standing answers published because they changed"),
+        })
+    }
+
+    /// Registers a subscription, with its last published answer read from the store;
+    /// [`Self::evaluate`] answers it.
+    pub fn register(&self, id: &str, question: &str, top_k: Option<u32>) -> Result<(), StandingError> {
+        let last = self.store.get(id.as_bytes())?.and_then(|v| serde_json::from_slice::<Answer>(&v).ok());
+        self.registry.put(id, question, top_k, last);
+        Ok(())
+    }
+
+    /// Ends a subscription; its stored answer goes with it.
+    pub fn unsubscribe(&self, id: &str) -> Result<bool, StandingError> {
+        self.store.remove(id.as_bytes())?;
+        Ok(self.registry.remove(id))
+    }
+
+    /// Answers again the subscriptions these graph changes can affect.
+    pub async fn changed(&self, changes: &[GraphChange]) -> Result<Vec<Output>, StandingError> {
+        if self.registry.is_empty() || changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let g = self.graph.current();
+        let mut out = Vec::new();
+        // by reason: the first change that reached a subscription names it
+        let mut reached: BTreeMap<String, String> = BTreeMap::new();
+        for c in changes {
+            self.changes.fetch_add(1, Relaxed);
+            let what = match c.op {
+                streamrag_schemas::DocOp::Delete => "deleted",
+                streamrag_schemas::DocOp::Upsert => "changed",
+            };
+            for id in self.registry.affected(&change_keys(&g, c)) {
+                reached.entry(id).or_insert_with(|| format!("{what} {}", c.doc_id));
+            }
+        }
+        let mut by_reason: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (id, reason) in reached {
+            by_reason.entry(reason).or_default().push(id);
+        }
+        for (reason, ids) in by_reason {
+            out.extend(self.evaluate(&ids, &reason).await?);
+        }
+        Ok(out)
+    }
+
+    /// Waits (a bounded time) until the retriever's indexes hold what their topics hold now,
+    /// so an answer computed after a graph change sees its document's text and facts too.
+    async fn indexes_caught_up(&self) {
+        let mut ends = Vec::with_capacity(self.indexes.len());
+        for (topic, consumed) in &self.indexes {
+            if let (Consumed::Own(pos), Ok(end)) = (consumed, self.transport.end_offsets(topic).await) {
+                ends.push((pos.clone(), end));
+            }
+        }
+        let deadline = tokio::time::Instant::now() + INDEX_WAIT;
+        loop {
+            let behind = ends.iter().any(|(pos, end)| {
+                let at = pos();
+                end.iter().any(|(p, e)| at.get(p).copied().unwrap_or(0) < *e)
+            });
+            if !behind || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Answers the subscriptions `ids` on the graph as it is now; publishes (returns) the
+    /// answers that changed, each with `reason`.
+    pub async fn evaluate(&self, ids: &[String], reason: &str) -> Result<Vec<Output>, StandingError> {
+        let _turn = self.turn.lock().await;
+        self.indexes_caught_up().await;
+        let queries: Vec<Query> = ids.iter().filter_map(|id| self.registry.query_of(id)).collect();
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let g = self.graph.current();
+        let answers = match crate::runtime::blocking(|| crate::query::answer_batch(&g, &self.retriever, &queries)) {
+            Ok(a) => a,
+            Err(e) => {
+                // the subscriptions keep their answers and dependencies; the next change tries again
+                tracing::error!(error = %e, subscriptions = queries.len(), "standing queries: retrieval failed");
+                return Ok(Vec::new());
+            }
+        };
+        self.evaluations.fetch_add(answers.len() as i64, Relaxed);
+        let mut out = Vec::new();
+        let mut batch = sled::Batch::default();
+        for mut a in answers {
+            let w = self.answerer.write(&a.question, &a.documents).await;
+            crate::query::written_into(&mut a, w);
+            a.reason = Some(reason.to_string());
+            let keys = answer_keys(&g, &a);
+            let id = a.query_id.clone();
+            let publish = {
+                let mut inner = self.registry.inner.lock().expect("registry lock");
+                // unsubscribed meanwhile, or asked another question: this answer is stale
+                let current = inner.subs.get(&id).filter(|s| s.question == a.question);
+                let Some(sub) = current else { continue };
+                let publish = changed(sub.last.as_ref(), &a);
+                if publish {
+                    inner.subs.get_mut(&id).expect("present").last = Some(a.clone());
+                }
+                inner.index(&id, keys);
+                publish
+            };
+            if publish {
+                batch.insert(id.as_bytes(), encode(&a));
+                let _ = self.registry.events.send(a.clone());
+                self.published.fetch_add(1, Relaxed);
+                out.push(Output { topic: self.topics.answers.clone(), key: id, payload: encode(&a) });
+            }
+        }
+        crate::runtime::blocking(|| self.store.apply_batch(batch))?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Dirty;
+    use crate::kg_writer::change_message;
+    use streamrag_schemas::{DocOp, EntityRef, GraphDelta, ResolvedTriple, ScoredDocument, SourceRef, Triple};
+
+    /// A document's delta: its title entity and facts (subject, relation, object) by name.
+    fn delta(doc: &str, facts: &[(&str, &str, &str)]) -> GraphDelta {
+        let title = facts.first().map_or(doc.to_string(), |f| f.0.to_string());
+        let mut names: Vec<&str> = facts.iter().flat_map(|f| [f.0, f.2]).collect();
+        names.dedup();
+        GraphDelta {
+            schema_version: SCHEMA_VERSION,
+            op: DocOp::Upsert,
+            doc_id: doc.into(),
+            title,
+            entities: names.iter().map(|n| EntityRef { id: normalize(n), name: n.to_string() }).collect(),
+            triples: facts
+                .iter()
+                .map(|(s, r, o)| ResolvedTriple { subject_id: normalize(s), subject: s.to_string(), relation: r.to_string(), object_id: normalize(o), object: o.to_string() })
+                .collect(),
+            links: vec![],
+            source: SourceRef { topic: "d".into(), partition: 0, offset: 0, timestamp_ms: None },
+        }
+    }
+
+    /// Applies a delta and gives the change the kg-writer would publish.
+    fn apply(g: &mut GraphState, d: &GraphDelta) -> GraphChange {
+        let c = g.apply(&d.doc_id, GraphState::entry_of(d), &mut Dirty::default()).expect("a change");
+        change_message(g, d, d.source.clone(), &c)
+    }
+
+    fn answer(question: &str, docs: &[&str], seeds: &[&str], facts: &[(&str, &str, &str)]) -> Answer {
+        Answer {
+            schema_version: SCHEMA_VERSION,
+            query_id: "s".into(),
+            question: question.into(),
+            documents: docs.iter().map(|d| ScoredDocument { id: d.to_string(), title: d.to_string(), score: 1.0 }).collect(),
+            triples: facts.iter().map(|(s, r, o)| Triple { subject: s.to_string(), relation: r.to_string(), object: o.to_string() }).collect(),
+            seeds: seeds.iter().map(|s| s.to_string()).collect(),
+            retriever: "hybrid".into(),
+            answer: None,
+            abstained: false,
+            answered_by: None,
+            citations: vec![],
+            reason: None,
+            graph_version: Default::default(),
+            latency_ms: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_change_reaches_the_subscriptions_whose_answer_it_touches_and_no_other() {
+        let mut g = GraphState::new();
+        apply(&mut g, &delta("marie", &[("Marie Curie", "born in", "Warsaw"), ("Marie Curie", "moved to", "Paris")]));
+        apply(&mut g, &delta("warsaw", &[("Warsaw", "capital of", "Poland")]));
+        let r = Registry::default();
+        let husband = answer("In which city was the husband of Marie Curie born?", &["marie"], &["Marie Curie"], &[("Marie Curie", "born in", "Warsaw")]);
+        let river = answer("Which river flows through Warsaw?", &["warsaw"], &["Warsaw"], &[]);
+        for (id, a) in [("husband", &husband), ("river", &river)] {
+            r.put(id, &a.question, None, None);
+            r.inner.lock().unwrap().index(id, answer_keys(&g, a));
+        }
+        let reached = |r: &Registry, g: &GraphState, c: &GraphChange| r.affected(&change_keys(g, c));
+
+        // far away: nothing
+        let far = apply(&mut g, &delta("kili", &[("Mount Kilimanjaro", "volcano in", "Tanzania")]));
+        assert!(reached(&r, &g, &far).is_empty());
+        // a new page naming Marie Curie: the husband question only
+        let pierre = apply(&mut g, &delta("pierre", &[("Pierre Curie", "married", "Marie Curie"), ("Pierre Curie", "born in", "Paris")]));
+        assert_eq!(reached(&r, &g, &pierre), ["husband"]);
+        // a new entity that bears one of a question's rare words reaches it, with no shared entity
+        let vistula = apply(&mut g, &delta("vistula", &[("Vistula River", "longest in", "Europe")]));
+        assert_eq!(reached(&r, &g, &vistula), ["river"]);
+        // deleted far away: nothing
+        let deleted = |g: &mut GraphState, doc: &str| {
+            let mut del = delta(doc, &[]);
+            del.op = DocOp::Delete;
+            apply(g, &del)
+        };
+        let gone = deleted(&mut g, "kili");
+        assert!(reached(&r, &g, &gone).is_empty());
+        // a document an answer holds, deleted: that answer, and the husband's too, whose
+        // document names Warsaw, a fact of which died with it
+        let gone = deleted(&mut g, "warsaw");
+        assert_eq!(reached(&r, &g, &gone), ["husband", "river"]);
+        // unsubscribed: nothing
+        r.remove("husband");
+        assert!(reached(&r, &g, &pierre).is_empty());
+        assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn an_answer_is_new_when_its_documents_or_text_differ() {
+        let a = answer("q", &["x", "y"], &[], &[]);
+        assert!(changed(None, &a));
+        assert!(!changed(Some(&a), &a.clone()));
+        let mut scored = a.clone();
+        scored.documents[0].score = 7.0;
+        scored.graph_version.offsets.insert("t/0".into(), 9);
+        assert!(!changed(Some(&a), &scored), "scores and versions alone are no news");
+        assert!(changed(Some(&a), &answer("q", &["y", "x"], &[], &[])));
+        assert!(changed(Some(&a), &Answer { answer: Some("Paris [1]".into()), ..a.clone() }));
+    }
+}
