@@ -130,9 +130,14 @@ fn metrics_count_records_dead_letters_and_freshness() {
     write_jsonl(&jsonl, docs);
     streamrag(&["ingest", "--http", &addr, jsonl.to_str().unwrap()]);
     wait_stats(&addr, Duration::from_secs(60), |s| s.documents == docs.len());
-    // The kg-writer's counters move after its batch is committed: poll briefly.
+    // A stage's counters move after its batch is committed (resolve's batch time can come after
+    // the kg-writer already read that batch's output): poll briefly for both.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while metric(&addr, "streamrag_stage_records_in_total{stage=\"kg-writer\"}") < docs.len() as f64 && std::time::Instant::now() < deadline {
+    let settled = || {
+        metric(&addr, "streamrag_stage_records_in_total{stage=\"kg-writer\"}") >= docs.len() as f64
+            && metric(&addr, "streamrag_stage_batch_seconds_count{stage=\"resolve\"}") >= 1.0
+    };
+    while !settled() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     let text = blocking_get(&format!("http://{addr}/metrics")).unwrap();

@@ -294,8 +294,9 @@ pub struct Answer {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub citations: Vec<Citation>,
     /// Only on a standing query's answer (`query_id` is then the subscription id): why it was
-    /// computed again: `subscribed`, `restarted`, `changed <doc id>` or `deleted <doc id>` (the
-    /// graph change that reached it).
+    /// computed again: `subscribed`, `changed <doc id>` or `deleted <doc id>` (the graph change
+    /// that reached it), or `indexed <doc id>` (answered again once the passage and fact
+    /// indexes had that change, when they were behind the graph the first time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub graph_version: GraphVersion,

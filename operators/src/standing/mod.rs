@@ -1,6 +1,6 @@
 //! Standing queries: a question registered once (a record on the subscriptions topic, key =
 //! its id) whose answer follows the graph. Every answer remembers what it depended on (its
-//! documents, the entities of its seeds, facts and documents, and the question's distinctive
+//! documents, the entities of its seeds and facts, and the question's distinctive
 //! words); a graph change is matched against that index, and only the subscriptions it can
 //! affect are answered again. A new answer goes to the answers topic (key = the subscription
 //! id, with its `reason`) only when its documents or its text changed.
@@ -40,9 +40,19 @@ use crate::transport::{Output, Transport};
 /// bearing it does not make the question worth answering again.
 const COMMON_WORD_ENTITIES: usize = 50;
 
-/// How long an evaluation waits for the passage indexes to read the documents the graph
-/// already holds (they read the docs topic on their own).
+/// How long an evaluation waits for the retriever's indexes (passages from the docs topic,
+/// fact vectors from the graph changes) to read what their topics hold.
 const INDEX_WAIT: Duration = Duration::from_secs(5);
+
+/// After a graph change the answer is not held back by an index that embeds slower than
+/// documents arrive: it waits this long, answers from what the graph and the indexes hold, and
+/// answers again when the indexes have the change (reason `indexed <doc>`), up to
+/// [`REFINE_WAIT`] later.
+const QUICK_WAIT: Duration = Duration::from_millis(200);
+const REFINE_WAIT: Duration = Duration::from_secs(300);
+
+/// Index positions to reach: each index's position and the offsets it must reach.
+type Marks = Vec<(Arc<dyn Fn() -> BTreeMap<i32, i64> + Send + Sync>, BTreeMap<i32, i64>)>;
 
 /// Why the standing-query store failed.
 #[derive(Debug, thiserror::Error)]
@@ -167,16 +177,13 @@ impl Registry {
     }
 }
 
-/// The dependency keys of an answer: its documents (`d:`), the entities of its seeds, facts
-/// and documents (`e:`), and the question's words that few entity names bear (`w:`).
+/// The dependency keys of an answer: its documents (`d:`), the entities of its seeds and facts
+/// (`e:`), and the question's words that few entity names bear (`w:`).
 pub fn answer_keys(g: &GraphState, a: &Answer) -> Vec<String> {
     let mut keys: HashSet<String> = HashSet::new();
-    for d in &a.documents {
-        keys.insert(format!("d:{}", d.id));
-        if let Some(doc) = g.doc(&d.id) {
-            keys.extend(doc.entities().map(|(id, _)| format!("e:{id}")));
-        }
-    }
+    // the documents' own entities are not keys: a document naming a city would make every
+    // change that names it reach the question (measured: bench subscriptions)
+    keys.extend(a.documents.iter().map(|d| format!("d:{}", d.id)));
     for s in &a.seeds {
         keys.insert(format!("e:{}", normalize(s)));
     }
@@ -296,13 +303,12 @@ impl Standing {
     }
 
     /// Answers again the subscriptions these graph changes can affect.
-    pub async fn changed(&self, changes: &[GraphChange]) -> Result<Vec<Output>, StandingError> {
+    pub async fn changed(self: &Arc<Self>, changes: &[GraphChange]) -> Result<Vec<Output>, StandingError> {
         if self.registry.is_empty() || changes.is_empty() {
             return Ok(Vec::new());
         }
         let g = self.graph.current();
-        let mut out = Vec::new();
-        // by reason: the first change that reached a subscription names it
+        // the first change that reached a subscription names it
         let mut reached: BTreeMap<String, String> = BTreeMap::new();
         for c in changes {
             self.changes.fetch_add(1, Relaxed);
@@ -314,46 +320,77 @@ impl Standing {
                 reached.entry(id).or_insert_with(|| format!("{what} {}", c.doc_id));
             }
         }
-        let mut by_reason: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (id, reason) in reached {
-            by_reason.entry(reason).or_default().push(id);
-        }
-        for (reason, ids) in by_reason {
-            out.extend(self.evaluate(&ids, &reason).await?);
+        let reached: Vec<(String, String)> = reached.into_iter().collect();
+        let (out, behind) = self.evaluate_each(&reached, QUICK_WAIT).await?;
+        if let Some(marks) = behind {
+            // answered from the graph before the passage or fact indexes had the change: once
+            // they have it, answer again (published only if that changes the answer)
+            let me = self.clone();
+            tokio::spawn(async move {
+                Self::reached(&marks, REFINE_WAIT).await;
+                let again: Vec<(String, String)> = reached.into_iter().map(|(id, r)| (id, r.replacen("changed ", "indexed ", 1).replacen("deleted ", "indexed ", 1))).collect();
+                let outs = match me.evaluate_each(&again, Duration::ZERO).await {
+                    Ok((outs, _)) => outs,
+                    Err(e) => return tracing::error!(error = %e, "standing queries: answering again once indexed failed"),
+                };
+                if let Err(e) = me.transport.produce(&outs).await {
+                    tracing::error!(error = %e, "standing queries: publishing the answers once indexed failed; the next change answers again");
+                }
+            });
         }
         Ok(out)
     }
 
-    /// Waits (a bounded time) until the retriever's indexes hold what their topics hold now,
-    /// so an answer computed after a graph change sees its document's text and facts too.
-    async fn indexes_caught_up(&self) {
-        let mut ends = Vec::with_capacity(self.indexes.len());
+    /// Where each of the retriever's indexes must read to (its topic's end, now).
+    async fn index_marks(&self) -> Marks {
+        let mut marks = Vec::with_capacity(self.indexes.len());
         for (topic, consumed) in &self.indexes {
             if let (Consumed::Own(pos), Ok(end)) = (consumed, self.transport.end_offsets(topic).await) {
-                ends.push((pos.clone(), end));
+                marks.push((pos.clone(), end));
             }
         }
-        let deadline = tokio::time::Instant::now() + INDEX_WAIT;
+        marks
+    }
+
+    /// Waits until every index reached its mark, `wait` at most; whether they all did.
+    async fn reached(marks: &Marks, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
         loop {
-            let behind = ends.iter().any(|(pos, end)| {
+            let behind = marks.iter().any(|(pos, end)| {
                 let at = pos();
                 end.iter().any(|(p, e)| at.get(p).copied().unwrap_or(0) < *e)
             });
-            if !behind || tokio::time::Instant::now() >= deadline {
-                return;
+            if !behind {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
-    /// Answers the subscriptions `ids` on the graph as it is now; publishes (returns) the
-    /// answers that changed, each with `reason`.
+    /// Answers the subscriptions `ids` on the graph as it is now, once the retriever's indexes
+    /// read what their topics hold (5 s at most); publishes (returns) the answers that
+    /// changed, each with `reason`.
     pub async fn evaluate(&self, ids: &[String], reason: &str) -> Result<Vec<Output>, StandingError> {
+        let each: Vec<(String, String)> = ids.iter().map(|id| (id.clone(), reason.to_string())).collect();
+        Ok(self.evaluate_each(&each, INDEX_WAIT).await?.0)
+    }
+
+    /// [`Self::evaluate`] with a reason per subscription (one retrieval batch), waiting `wait`
+    /// at most for the indexes; with the marks they had not reached when it answered.
+    async fn evaluate_each(&self, each: &[(String, String)], wait: Duration) -> Result<(Vec<Output>, Option<Marks>), StandingError> {
+        if each.is_empty() {
+            return Ok((Vec::new(), None));
+        }
         let _turn = self.turn.lock().await;
-        self.indexes_caught_up().await;
-        let queries: Vec<Query> = ids.iter().filter_map(|id| self.registry.query_of(id)).collect();
+        let marks = self.index_marks().await;
+        let behind = (!Self::reached(&marks, wait).await).then_some(marks);
+        let reasons: HashMap<&str, &str> = each.iter().map(|(id, r)| (id.as_str(), r.as_str())).collect();
+        let queries: Vec<Query> = each.iter().filter_map(|(id, _)| self.registry.query_of(id)).collect();
         if queries.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
         let g = self.graph.current();
         let answers = match crate::runtime::blocking(|| crate::query::answer_batch(&g, &self.retriever, &queries)) {
@@ -361,7 +398,7 @@ impl Standing {
             Err(e) => {
                 // the subscriptions keep their answers and dependencies; the next change tries again
                 tracing::error!(error = %e, subscriptions = queries.len(), "standing queries: retrieval failed");
-                return Ok(Vec::new());
+                return Ok((Vec::new(), None));
             }
         };
         self.evaluations.fetch_add(answers.len() as i64, Relaxed);
@@ -370,7 +407,7 @@ impl Standing {
         for mut a in answers {
             let w = self.answerer.write(&a.question, &a.documents).await;
             crate::query::written_into(&mut a, w);
-            a.reason = Some(reason.to_string());
+            a.reason = reasons.get(a.query_id.as_str()).map(|r| r.to_string());
             let keys = answer_keys(&g, &a);
             let id = a.query_id.clone();
             let publish = {
@@ -393,7 +430,7 @@ impl Standing {
             }
         }
         crate::runtime::blocking(|| self.store.apply_batch(batch))?;
-        Ok(out)
+        Ok((out, behind))
     }
 }
 

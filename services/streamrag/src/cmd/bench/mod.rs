@@ -6,6 +6,7 @@ pub mod glm;
 pub mod graph;
 pub mod pipeline;
 pub mod resolve;
+pub mod subscriptions;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -28,6 +29,9 @@ pub enum BenchCmd {
     /// Entity resolution: names/s at growing entity counts (HNSW against exact search), and
     /// merge precision / recall on aliases built from 2WikiMultihopQA titles.
     Resolve(resolve::BenchResolveArgs),
+    /// Standing queries: acknowledgement -> changed answer on the topic while documents stream
+    /// in, and evaluations per document against evaluating every subscription at every change.
+    Subscriptions(subscriptions::BenchSubscriptionsArgs),
 }
 
 pub async fn run(cmd: BenchCmd, file: FileConfig) -> Result<()> {
@@ -37,6 +41,7 @@ pub async fn run(cmd: BenchCmd, file: FileConfig) -> Result<()> {
         BenchCmd::Glm(a) => glm::run(a),
         BenchCmd::Freshness(a) => freshness::run(a, file).await,
         BenchCmd::Resolve(a) => tokio::task::spawn_blocking(move || resolve::run(a)).await?,
+        BenchCmd::Subscriptions(a) => subscriptions::run(a, file).await,
     }
 }
 
