@@ -83,9 +83,44 @@ fn events(addr: &str, id: &str) -> mpsc::Receiver<Value> {
     rx
 }
 
+/// A reason that names `doc` as what changed the answer: the change itself, or (when the
+/// passage and fact indexes were behind the graph the first time) the answer computed again
+/// once they had it. `deleted` for a deletion.
+fn reached_by(reason: &Value, doc: &str, deleted: bool) -> bool {
+    let r = reason.as_str().unwrap_or_default();
+    let first = if deleted { format!("deleted {doc}") } else { format!("changed {doc}") };
+    r == first || r == format!("indexed {doc}")
+}
+
+/// The reasons with the answers computed again once the indexes caught up folded in (whether
+/// there are any depends on how far the indexes were behind): one after an answer about the
+/// same document is dropped; one whose first answer went unpublished (unchanged) stands for it.
+fn first_reasons(reasons: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in reasons {
+        match r.strip_prefix("indexed ") {
+            Some(doc) if out.last().is_some_and(|l| l.ends_with(&format!(" {doc}"))) => {}
+            Some(doc) => out.push(format!("changed {doc}")),
+            None => out.push(r),
+        }
+    }
+    out
+}
+
 fn post_docs(addr: &str, docs: Value) {
     let (status, body) = send("POST", &format!("http://{addr}/documents"), Some(docs));
     assert_eq!(status, 202, "{body}");
+}
+
+/// The sample corpus without Pierre Curie's page, written to `dir/rest.jsonl`: that page, how
+/// many documents the file holds, and the file.
+fn samples_but_pierre(dir: &Path) -> (Value, usize, std::path::PathBuf) {
+    let all = sample_docs();
+    let pierre = all.iter().find(|d| d["id"] == "pierre-curie").unwrap().clone();
+    let rest: Vec<&Value> = all.iter().filter(|d| d["id"] != "pierre-curie").collect();
+    let jsonl = dir.join("rest.jsonl");
+    std::fs::write(&jsonl, rest.iter().map(|d| d.to_string() + "\n").collect::<String>()).unwrap();
+    (pierre, rest.len(), jsonl)
 }
 
 #[test]
@@ -93,14 +128,10 @@ fn a_standing_query_follows_documents_that_arrive_change_and_disappear() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let data_s = data.to_str().unwrap();
-    let all = sample_docs();
-    let pierre = all.iter().find(|d| d["id"] == "pierre-curie").unwrap().clone();
-    let rest: Vec<Value> = all.iter().filter(|d| d["id"] != "pierre-curie").cloned().collect();
-    let jsonl = dir.path().join("rest.jsonl");
-    std::fs::write(&jsonl, rest.iter().map(|d| d.to_string() + "\n").collect::<String>()).unwrap();
+    let (pierre, rest, jsonl) = samples_but_pierre(dir.path());
     streamrag(&["ingest", "--data", data_s, jsonl.to_str().unwrap()]);
     let (mut node, addr) = start_run(&["--data", data_s]);
-    wait_stats(&addr, Duration::from_secs(120), |s| s.documents == rest.len());
+    wait_stats(&addr, Duration::from_secs(120), |s| s.documents == rest);
     wait_caught_up(&addr, Duration::from_secs(120));
 
     // Subscribe: the first answer comes back at once, without Pierre Curie's page.
@@ -120,7 +151,7 @@ fn a_standing_query_follows_documents_that_arrive_change_and_disappear() {
     let changes = metric(&addr, "streamrag_standing_changes_total");
     assert!(evaluations >= 1.0, "the subscription was evaluated: {evaluations}");
     post_docs(&addr, json!({ "id": "kilimanjaro", "title": "Mount Kilimanjaro", "text": "Mount Kilimanjaro is a dormant volcano in Tanzania. It is the highest mountain in Africa." }));
-    wait_stats(&addr, Duration::from_secs(60), |s| s.documents == rest.len() + 1);
+    wait_stats(&addr, Duration::from_secs(60), |s| s.documents == rest + 1);
     wait_caught_up(&addr, Duration::from_secs(60));
     assert!(metric(&addr, "streamrag_standing_changes_total") > changes, "the far change never reached the standing queries");
     assert_eq!(metric(&addr, "streamrag_standing_evaluations_total"), evaluations, "a change far from the question was evaluated");
@@ -128,19 +159,24 @@ fn a_standing_query_follows_documents_that_arrive_change_and_disappear() {
     // The document that completes the answer: a new answer with it, a newer graph version.
     post_docs(&addr, pierre.clone());
     let completed = wait_answer(&addr, ID, "with pierre-curie", |a| doc_ids(a).contains(&"pierre-curie".to_string()));
-    assert_eq!(completed["reason"], "changed pierre-curie", "{completed}");
+    assert!(reached_by(&completed["reason"], "pierre-curie", false), "{completed}");
     assert!(version(&completed) > version(&first), "{completed}");
     assert!(completed["answer"].as_str().unwrap().starts_with("Paris ["), "{completed}");
     let streamed = stream.recv_timeout(Duration::from_secs(30)).expect("the new answer is streamed");
-    assert_eq!(streamed["reason"], "changed pierre-curie");
+    assert!(reached_by(&streamed["reason"], "pierre-curie", false), "{streamed}");
 
     // Deleted: the standing answer leaves it.
     post_docs(&addr, json!({ "op": "delete", "id": "pierre-curie" }));
     let without = wait_answer(&addr, ID, "without pierre-curie", |a| !doc_ids(a).contains(&"pierre-curie".to_string()));
-    assert_eq!(without["reason"], "deleted pierre-curie", "{without}");
+    assert!(reached_by(&without["reason"], "pierre-curie", true), "{without}");
     assert!(version(&without) > version(&completed));
-    let streamed = stream.recv_timeout(Duration::from_secs(30)).expect("the answer after the delete is streamed");
-    assert_eq!(streamed["reason"], "deleted pierre-curie");
+    // the stream carries every published answer in order: the last one is the delete's
+    let mut last = stream.recv_timeout(Duration::from_secs(30)).expect("the answer after the delete is streamed");
+    while let Ok(next) = stream.recv_timeout(Duration::from_millis(500)) {
+        last = next;
+    }
+    assert!(reached_by(&last["reason"], "pierre-curie", true), "{last}");
+    assert_eq!(doc_ids(&last), doc_ids(&without));
     node.stop();
 
     // The answers topic holds each published answer, keyed by the subscription.
@@ -153,7 +189,7 @@ fn a_standing_query_follows_documents_that_arrive_change_and_disappear() {
             .map(|r| decode::<Answer>(&r.payload).unwrap().reason.unwrap())
             .collect()
     };
-    assert_eq!(reasons, ["subscribed", "changed pierre-curie", "deleted pierre-curie"]);
+    assert_eq!(first_reasons(reasons), ["subscribed", "changed pierre-curie", "deleted pierre-curie"]);
 
     // Restarted: the subscription is still there with its answer, nothing changed is published
     // again, and it still fires.
@@ -163,7 +199,7 @@ fn a_standing_query_follows_documents_that_arrive_change_and_disappear() {
     assert_eq!(doc_ids(&again), doc_ids(&without));
     post_docs(&addr, pierre);
     let back = wait_answer(&addr, ID, "with pierre-curie again", |a| doc_ids(a).contains(&"pierre-curie".to_string()));
-    assert_eq!(back["reason"], "changed pierre-curie");
+    assert!(reached_by(&back["reason"], "pierre-curie", false), "{back}");
 
     // Unsubscribed: gone.
     let (status, _) = send("DELETE", &format!("http://{addr}/subscriptions/{ID}"), None);
@@ -175,8 +211,18 @@ fn a_standing_query_follows_documents_that_arrive_change_and_disappear() {
     }
     node.stop();
     let log = EmbeddedLog::open(&data.join("log")).unwrap();
-    let published = log.read("streamrag.answers", 0, 1000).unwrap().into_iter().filter(|r| r.key_str().as_deref() == Some(ID)).count();
-    assert_eq!(published, 4, "the restart published an answer that had not changed");
+    let published: Vec<String> = log
+        .read("streamrag.answers", 0, 1000)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.key_str().as_deref() == Some(ID))
+        .map(|r| decode::<Answer>(&r.payload).unwrap().reason.unwrap())
+        .collect();
+    assert_eq!(
+        first_reasons(published),
+        ["subscribed", "changed pierre-curie", "deleted pierre-curie", "changed pierre-curie"],
+        "the restart published an answer that had not changed"
+    );
 }
 
 #[test]
@@ -249,14 +295,10 @@ fn a_standing_query_on_a_broker_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let data_s = data.to_str().unwrap();
-    let all = sample_docs();
-    let pierre = all.iter().find(|d| d["id"] == "pierre-curie").unwrap().clone();
-    let rest: Vec<Value> = all.iter().filter(|d| d["id"] != "pierre-curie").cloned().collect();
-    let jsonl = dir.path().join("rest.jsonl");
-    std::fs::write(&jsonl, rest.iter().map(|d| d.to_string() + "\n").collect::<String>()).unwrap();
+    let (pierre, rest, jsonl) = samples_but_pierre(dir.path());
     let (mut node, addr) = start_run(&["--brokers", &brokers, "--data", data_s]);
     streamrag(&["ingest", "--brokers", &brokers, jsonl.to_str().unwrap()]);
-    wait_stats(&addr, Duration::from_secs(120), |s| s.documents == rest.len());
+    wait_stats(&addr, Duration::from_secs(120), |s| s.documents == rest);
 
     let (status, created) = send("POST", &format!("http://{addr}/subscriptions"), Some(json!({ "question": QUESTION, "id": ID })));
     assert_eq!(status, 201, "{created}");
@@ -269,7 +311,7 @@ fn a_standing_query_on_a_broker_survives_a_restart() {
     assert!(!doc_ids(&known).contains(&"pierre-curie".to_string()), "{known}");
     post_docs(&addr, pierre);
     let completed = wait_answer(&addr, ID, "with pierre-curie", |a| doc_ids(a).contains(&"pierre-curie".to_string()));
-    assert_eq!(completed["reason"], "changed pierre-curie");
+    assert!(reached_by(&completed["reason"], "pierre-curie", false), "{completed}");
     node.stop();
 
     let reasons: Vec<String> = rt().block_on(async {
@@ -278,10 +320,10 @@ fn a_standing_query_on_a_broker_survives_a_restart() {
         let mut sub = t.subscribe("standing-test-reader", "streamrag.answers", false).await.unwrap();
         let mut out = Vec::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while tokio::time::Instant::now() < deadline && out.len() < 2 {
+        while tokio::time::Instant::now() < deadline {
             out.extend(sub.next_batch(100, Duration::from_secs(2)).await.unwrap().into_iter().filter(|r| r.key_str().as_deref() == Some(ID)));
         }
         out.into_iter().map(|r| decode::<Answer>(&r.payload).unwrap().reason.unwrap()).collect()
     });
-    assert_eq!(reasons, ["subscribed", "changed pierre-curie"], "the restart published again an answer that had not changed, or lost one");
+    assert_eq!(first_reasons(reasons), ["subscribed", "changed pierre-curie"], "the restart published again an answer that had not changed, or lost one");
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use streamrag_operators::metrics::{global, quantile};
+use streamrag_operators::metrics::global;
 
 use super::isolate_bench_run;
 use crate::cmd::{node_config, Conn};
@@ -105,14 +105,7 @@ pub async fn run(a: BenchFreshnessArgs, file: FileConfig) -> Result<()> {
         a.warmup_s,
         (n - warm_docs) as f64 / offered_s
     );
-    println!(
-        "  freshness (topic timestamp -> queryable), {} documents: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        s.len(),
-        quantile(&mut s, 0.5) * 1e3,
-        quantile(&mut s, 0.9) * 1e3,
-        quantile(&mut s, 0.99) * 1e3,
-        quantile(&mut s, 1.0) * 1e3
-    );
+    println!("  freshness (topic timestamp -> queryable), {}", super::latency_line(&mut s));
     println!(
         "  indexes of the {} retriever (BM25, passage, fact and entity-name embeddings) complete {indexed_s:.1} s after the warm-up, {:.1} s after the graph",
         node.retriever.as_ref().map(|r| r.name()).unwrap_or("no"),

@@ -45,6 +45,12 @@ pub async fn run(cmd: BenchCmd, file: FileConfig) -> Result<()> {
     }
 }
 
+/// Latency samples (seconds) as "N samples: p50 .. ms, p90 .. ms, p99 .. ms, max .. ms".
+pub fn latency_line(s: &mut [f64]) -> String {
+    let q = |s: &mut [f64], p: f64| streamrag_operators::metrics::quantile(s, p) * 1e3;
+    format!("{} samples: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms", s.len(), q(s, 0.5), q(s, 0.9), q(s, 0.99), q(s, 1.0))
+}
+
 /// Peak resident memory of this process (VmHWM), in MiB.
 pub fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use streamrag_operators::metrics::{global, quantile};
+use streamrag_operators::metrics::global;
 use streamrag_operators::transport::Output;
 use streamrag_schemas::{decode, encode, Answer, DocOp, Subscription, SCHEMA_VERSION};
 
@@ -208,26 +208,9 @@ pub async fn run(a: BenchSubscriptionsArgs, file: FileConfig) -> Result<()> {
         node.retriever.as_ref().map(|r| r.name()).unwrap_or("no"),
     );
     println!("  {} documents streamed at {} docs/s offered ({:.0} achieved) into {} indexed; all applied and answered {done_s:.1} s after the first", held.len(), a.rate, docs / offered_s, first.len());
-    println!(
-        "  acknowledgement -> changed standing answer on the answers topic (reason changed), {} answers: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
-        lat.len(),
-        quantile(&mut lat, 0.5) * 1e3,
-        quantile(&mut lat, 0.9) * 1e3,
-        quantile(&mut lat, 0.99) * 1e3,
-        quantile(&mut lat, 1.0) * 1e3
-    );
-    println!(
-        "  the same, answered again once the passage and fact indexes had the document (reason indexed), {} answers: p50 {:.0} ms, p99 {:.0} ms",
-        lat2.len(),
-        quantile(&mut lat2, 0.5) * 1e3,
-        quantile(&mut lat2, 0.99) * 1e3
-    );
-    let mut f = fresh.samples();
-    println!(
-        "  for comparison, the same documents' triples queryable in the graph (topic timestamp -> applied): p50 {:.0} ms, p99 {:.0} ms",
-        quantile(&mut f, 0.5) * 1e3,
-        quantile(&mut f, 0.99) * 1e3
-    );
+    println!("  acknowledgement -> changed standing answer on the answers topic (reason changed), {}", super::latency_line(&mut lat));
+    println!("  the same, answered again once the passage and fact indexes had the document (reason indexed), {}", super::latency_line(&mut lat2));
+    println!("  for comparison, the same documents' triples queryable in the graph (topic timestamp -> applied), {}", super::latency_line(&mut fresh.samples()));
     println!(
         "  evaluations: {evals:.0} for {seen_changes:.0} graph changes ({:.1} per document, {:.2}% of the subscriptions); answers that changed and went out: {}",
         evals / docs,
