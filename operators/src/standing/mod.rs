@@ -38,7 +38,11 @@ use crate::transport::{Output, Transport};
 
 /// A question word that names more entities than this is not distinctive: a new entity
 /// bearing it does not make the question worth answering again.
-const COMMON_WORD_ENTITIES: usize = 50;
+const COMMON_WORD_ENTITIES: usize = 20;
+
+/// An entity at the end of a supporting fact that more documents than this name is not a
+/// dependency (the question's own seeds always are).
+const COMMON_ENTITY_DOCUMENTS: usize = 20;
 
 /// How long an evaluation waits for the retriever's indexes (passages from the docs topic,
 /// fact vectors from the graph changes) to read what their topics hold.
@@ -187,9 +191,14 @@ pub fn answer_keys(g: &GraphState, a: &Answer) -> Vec<String> {
     for s in &a.seeds {
         keys.insert(format!("e:{}", normalize(s)));
     }
+    // a fact's ends only where few documents name them: a year or a country at the end of a
+    // supporting fact would make most changes reach the question
     for t in &a.triples {
-        keys.insert(format!("e:{}", normalize(&t.subject)));
-        keys.insert(format!("e:{}", normalize(&t.object)));
+        for end in [normalize(&t.subject), normalize(&t.object)] {
+            if g.document_frequency(&end) <= COMMON_ENTITY_DOCUMENTS {
+                keys.insert(format!("e:{end}"));
+            }
+        }
     }
     let question = normalize(&a.question);
     for w in words(&question) {
