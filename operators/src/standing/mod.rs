@@ -432,10 +432,11 @@ impl Standing {
                 publish
             };
             if publish {
-                batch.insert(id.as_bytes(), encode(&a));
-                let _ = self.registry.events.send(a.clone());
+                let payload = encode(&a);
+                batch.insert(id.as_bytes(), payload.clone());
+                let _ = self.registry.events.send(a);
                 self.published.fetch_add(1, Relaxed);
-                out.push(Output { topic: self.topics.answers.clone(), key: id, payload: encode(&a) });
+                out.push(Output { topic: self.topics.answers.clone(), key: id, payload });
             }
         }
         crate::runtime::blocking(|| self.store.apply_batch(batch))?;

@@ -82,6 +82,19 @@ pub struct QuerySection {
 }
 
 impl QuerySection {
+    /// The retriever this section names, with `[query.hybrid]`'s weights applied (what a
+    /// command with no retriever flags of its own runs).
+    pub fn retriever_choice(&self) -> Result<streamrag_operators::retrieve::RetrieverChoice> {
+        let mut choice = streamrag_operators::retrieve::RetrieverChoice::from_flags(
+            self.retriever.as_deref(),
+            self.checkpoint.clone(),
+            self.glm_batch.unwrap_or(4),
+            crate::cmd::minilm_dir(self.sentence_model.clone()),
+        )?;
+        self.apply_hybrid(&mut choice)?;
+        Ok(choice)
+    }
+
     /// Sets `[query.hybrid]`'s weights on a hybrid choice; a key that names no weight, or a
     /// value of the wrong kind, is an error naming it.
     pub fn apply_hybrid(&self, choice: &mut streamrag_operators::retrieve::RetrieverChoice) -> Result<()> {

@@ -43,14 +43,7 @@ pub async fn run(a: BenchFreshnessArgs, file: FileConfig) -> Result<()> {
     let mut cfg = node_config(&a.conn, &dir, &file);
     cfg.transport.partitions = a.partitions;
     // the query stage as the config file's [query] sets it (the hybrid by default)
-    let q = &file.query;
-    cfg.query.retriever = streamrag_operators::retrieve::RetrieverChoice::from_flags(
-        q.retriever.as_deref(),
-        q.checkpoint.clone(),
-        q.glm_batch.unwrap_or(4),
-        super::super::minilm_dir(q.sentence_model.clone()),
-    )?;
-    q.apply_hybrid(&mut cfg.query.retriever)?;
+    cfg.query.retriever = file.query.retriever_choice()?;
     isolate_bench_run(&mut cfg);
     let (node, tasks) = Node::start(cfg).await?;
     let fresh = global().freshness("writer");

@@ -82,14 +82,7 @@ pub async fn run(a: BenchSubscriptionsArgs, file: FileConfig) -> Result<()> {
     let questions = standing_questions(&ds, a.subscriptions);
     let dir = crate::scratch_dir("streamrag-bench-subscriptions")?;
     let mut cfg = node_config(&a.conn, &dir, &file);
-    let q = &file.query;
-    cfg.query.retriever = streamrag_operators::retrieve::RetrieverChoice::from_flags(
-        q.retriever.as_deref(),
-        q.checkpoint.clone(),
-        q.glm_batch.unwrap_or(4),
-        super::super::minilm_dir(q.sentence_model.clone()),
-    )?;
-    q.apply_hybrid(&mut cfg.query.retriever)?;
+    cfg.query.retriever = file.query.retriever_choice()?;
     isolate_bench_run(&mut cfg);
     let topics = cfg.topics.clone();
     let (node, tasks) = Node::start(cfg).await?;
