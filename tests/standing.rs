@@ -275,6 +275,22 @@ fn bad_subscriptions_are_refused_over_http_and_dead_lettered_from_the_topic() {
     assert_eq!(send("GET", &format!("{url}/nobody"), None).0, 404);
     assert_eq!(send("DELETE", &format!("{url}/nobody"), None).0, 404);
     assert_eq!(send("GET", &format!("{url}/nobody/events"), None).0, 404);
+
+    // The list: only the good ones, a page at a time; bad paging is a 400 with the reason.
+    let (status, page) = send("GET", &format!("{url}?limit=1"), None);
+    assert_eq!(status, 200, "{page}");
+    assert_eq!((page["total"].as_u64(), page["next"].as_str()), (Some(2), Some("a")), "{page}");
+    assert_eq!(page["subscriptions"][0]["subscription_id"], "a", "{page}");
+    assert_eq!(page["subscriptions"][0]["question"], "Where was Marie Curie born?", "{page}");
+    assert!(!doc_ids(&page["subscriptions"][0]["answer"]).is_empty(), "{page}");
+    let (_, rest) = send("GET", &format!("{url}?limit=1&after=a"), None);
+    assert_eq!(rest["subscriptions"].as_array().map(|v| v.len()), Some(1), "{rest}");
+    assert_eq!((rest["subscriptions"][0]["subscription_id"].as_str(), rest["next"].as_str()), (Some("b"), None), "{rest}");
+    for bad in ["limit=0", "limit=1001", "limit=many", "colour=red"] {
+        let (status, resp) = send("GET", &format!("{url}?{bad}"), None);
+        assert_eq!(status, 400, "{bad} -> {resp}");
+        assert!(resp["error"].as_str().is_some_and(|e| !e.is_empty()), "{bad} -> {resp}");
+    }
     node.stop();
 
     let log = EmbeddedLog::open(&data.join("log")).unwrap();
@@ -314,7 +330,7 @@ fn a_standing_query_on_a_broker_survives_a_restart() {
     assert!(reached_by(&completed["reason"], "pierre-curie", false), "{completed}");
     node.stop();
 
-    let reasons: Vec<String> = rt().block_on(async {
+    let answers = rt().block_on(async {
         use streamrag_operators::transport::kafka::{KafkaConfig, KafkaTransport};
         let t = KafkaTransport::connect(KafkaConfig::new(brokers.clone())).unwrap();
         let mut sub = t.subscribe("standing-test-reader", "streamrag.answers", false).await.unwrap();
@@ -323,7 +339,12 @@ fn a_standing_query_on_a_broker_survives_a_restart() {
         while tokio::time::Instant::now() < deadline {
             out.extend(sub.next_batch(100, Duration::from_secs(2)).await.unwrap().into_iter().filter(|r| r.key_str().as_deref() == Some(ID)));
         }
-        out.into_iter().map(|r| decode::<Answer>(&r.payload).unwrap().reason.unwrap()).collect()
+        out.into_iter().map(|r| decode::<Answer>(&r.payload).unwrap()).collect::<Vec<Answer>>()
     });
-    assert_eq!(first_reasons(reasons), ["subscribed", "changed pierre-curie"], "the restart published again an answer that had not changed, or lost one");
+    let shown: Vec<String> = answers
+        .iter()
+        .map(|a| format!("{:?} {:?}: {}", a.reason, a.answer, a.documents.iter().map(|d| format!("{} {:.6}", d.id, d.score)).collect::<Vec<_>>().join(", ")))
+        .collect();
+    let reasons = answers.into_iter().map(|a| a.reason.unwrap()).collect();
+    assert_eq!(first_reasons(reasons), ["subscribed", "changed pierre-curie"], "the restart published again an answer that had not changed, or lost one:\n{}", shown.join("\n"));
 }

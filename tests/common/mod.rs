@@ -290,6 +290,13 @@ pub fn node_with_samples(dir: &Path) -> (Proc, String) {
 /// the official client libraries of a protocol (scripts/test.sh installs `package`): its stdout
 /// as JSON, printed; a failing script fails the test with its output.
 pub fn python_client(script: &str, args: &[&str], package: &str) -> serde_json::Value {
+    let seen = python_client_quiet(script, args, package);
+    eprintln!("{}", serde_json::to_string_pretty(&seen).unwrap());
+    seen
+}
+
+/// [`python_client`] without printing what it returned (a page's whole DOM, say).
+pub fn python_client_quiet(script: &str, args: &[&str], package: &str) -> serde_json::Value {
     let py = std::env::var("STREAMRAG_PYTHON").unwrap_or_else(|_| "python3".into());
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests").join(script);
     let o = Command::new(&py).arg(&path).args(args).output().unwrap();
@@ -299,7 +306,5 @@ pub fn python_client(script: &str, args: &[&str], package: &str) -> serde_json::
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    let seen: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    eprintln!("{}", serde_json::to_string_pretty(&seen).unwrap());
-    seen
+    serde_json::from_slice(&o.stdout).unwrap()
 }

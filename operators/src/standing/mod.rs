@@ -111,6 +111,17 @@ impl Inner {
     }
 }
 
+/// A subscription as `GET /subscriptions` lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Listed {
+    pub subscription_id: String,
+    pub question: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    /// Its latest answer; null until it has one.
+    pub answer: Option<Answer>,
+}
+
 /// The standing queries this process holds, their latest answers and what each depended on.
 pub struct Registry {
     inner: Mutex<Inner>,
@@ -133,6 +144,21 @@ impl Registry {
     /// `None`: no such subscription; `Some(None)`: registered, not answered yet.
     pub fn latest(&self, id: &str) -> Option<Option<Answer>> {
         self.inner.lock().expect("registry lock").subs.get(id).map(|s| s.last.clone())
+    }
+
+    /// The subscriptions, sorted by id, `limit` at most after `after` (exclusive), each with
+    /// its question and latest answer.
+    pub fn list(&self, after: Option<&str>, limit: usize) -> Vec<Listed> {
+        let inner = self.inner.lock().expect("registry lock");
+        let mut ids: Vec<&String> = inner.subs.keys().filter(|id| after.is_none_or(|a| id.as_str() > a)).collect();
+        ids.sort();
+        ids.into_iter()
+            .take(limit)
+            .map(|id| {
+                let s = &inner.subs[id];
+                Listed { subscription_id: id.clone(), question: s.question.clone(), top_k: s.top_k, answer: s.last.clone() }
+            })
+            .collect()
     }
 
     /// Every standing answer published from now on (subscribers filter by `query_id`).
@@ -334,20 +360,26 @@ impl Standing {
         if let Some(marks) = behind {
             // answered from the graph before the passage or fact indexes had the change: once
             // they have it, answer again (published only if that changes the answer)
-            let me = self.clone();
-            tokio::spawn(async move {
-                Self::reached(&marks, REFINE_WAIT).await;
-                let again: Vec<(String, String)> = reached.into_iter().map(|(id, r)| (id, r.replacen("changed ", "indexed ", 1).replacen("deleted ", "indexed ", 1))).collect();
-                let outs = match me.evaluate_each(&again, Duration::ZERO).await {
-                    Ok((outs, _)) => outs,
-                    Err(e) => return tracing::error!(error = %e, "standing queries: answering again once indexed failed"),
-                };
-                if let Err(e) = me.transport.produce(&outs).await {
-                    tracing::error!(error = %e, "standing queries: publishing the answers once indexed failed; the next change answers again");
-                }
-            });
+            let again = reached.into_iter().map(|(id, r)| (id, r.replacen("changed ", "indexed ", 1).replacen("deleted ", "indexed ", 1))).collect();
+            self.answer_once_indexed(marks, again);
         }
         Ok(out)
+    }
+
+    /// Answers `each` again once the indexes reached `marks` (published only where that
+    /// changes the answer).
+    fn answer_once_indexed(self: &Arc<Self>, marks: Marks, each: Vec<(String, String)>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            Self::reached(&marks, REFINE_WAIT).await;
+            let outs = match me.evaluate_each(&each, Duration::ZERO).await {
+                Ok((outs, _)) => outs,
+                Err(e) => return tracing::error!(error = %e, "standing queries: answering again once indexed failed"),
+            };
+            if let Err(e) = me.transport.produce(&outs).await {
+                tracing::error!(error = %e, "standing queries: publishing the answers once indexed failed; the next change answers again");
+            }
+        });
     }
 
     /// Where each of the retriever's indexes must read to (its topic's end, now).
@@ -382,9 +414,21 @@ impl Standing {
     /// Answers the subscriptions `ids` on the graph as it is now, once the retriever's indexes
     /// read what their topics hold (5 s at most); publishes (returns) the answers that
     /// changed, each with `reason`.
-    pub async fn evaluate(&self, ids: &[String], reason: &str) -> Result<Vec<Output>, StandingError> {
+    ///
+    /// Where the indexes are still behind after that (a node starting, a burst of documents),
+    /// a subscription that has a published answer keeps it until they caught up, instead of
+    /// trading it for one from half-read indexes; a new one is answered at once. Both are
+    /// answered again once the indexes read their marks.
+    pub async fn evaluate(self: &Arc<Self>, ids: &[String], reason: &str) -> Result<Vec<Output>, StandingError> {
         let each: Vec<(String, String)> = ids.iter().map(|id| (id.clone(), reason.to_string())).collect();
-        Ok(self.evaluate_each(&each, INDEX_WAIT).await?.0)
+        let marks = self.index_marks().await;
+        if Self::reached(&marks, INDEX_WAIT).await {
+            return Ok(self.evaluate_each(&each, Duration::ZERO).await?.0);
+        }
+        let new: Vec<(String, String)> = each.iter().filter(|(id, _)| !matches!(self.registry.latest(id), Some(Some(_)))).cloned().collect();
+        let out = self.evaluate_each(&new, Duration::ZERO).await?.0;
+        self.answer_once_indexed(marks, each);
+        Ok(out)
     }
 
     /// [`Self::evaluate`] with a reason per subscription (one retrieval batch), waiting `wait`

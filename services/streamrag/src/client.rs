@@ -41,13 +41,31 @@ fn http_error(addr: &str, e: reqwest::Error) -> anyhow::Error {
     }
 }
 
+/// A request to a running process's HTTP API, with the bearer token of `STREAMRAG_TOKEN`
+/// when there is one (a node configured with tokens wants it).
+fn with_token(r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match std::env::var("STREAMRAG_TOKEN") {
+        Ok(t) if !t.trim().is_empty() => r.bearer_auth(t.trim()),
+        _ => r,
+    }
+}
+
+/// What to do about a 401 or 403.
+fn token_hint(status: reqwest::StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => " (the node wants a bearer token: set STREAMRAG_TOKEN)",
+        403 => " (STREAMRAG_TOKEN's token lacks the scope this needs)",
+        _ => "",
+    }
+}
+
 /// GETs a JSON document from a running process's HTTP API.
 pub async fn get_json(addr: &str, path: &str) -> Result<serde_json::Value> {
-    let resp = reqwest::get(format!("http://{addr}{path}")).await.map_err(|e| http_error(addr, e))?;
+    let resp = with_token(reqwest::Client::new().get(format!("http://{addr}{path}"))).send().await.map_err(|e| http_error(addr, e))?;
     let status = resp.status();
     let text = resp.text().await.map_err(|e| http_error(addr, e))?;
     if !status.is_success() {
-        bail!("the server answered {status}: {text}");
+        bail!("the server answered {status}: {text}{}", token_hint(status));
     }
     Ok(serde_json::from_str(&text)?)
 }
@@ -134,8 +152,7 @@ pub async fn ingest(target: &Target, topics: &Topics, items: Vec<Line>) -> Resul
                     body.extend_from_slice(p);
                 }
                 body.push(b']');
-                let resp = client
-                    .post(format!("http://{addr}/documents"))
+                let resp = with_token(client.post(format!("http://{addr}/documents")))
                     .header("content-type", "application/json")
                     .body(body)
                     .send()
@@ -144,7 +161,7 @@ pub async fn ingest(target: &Target, topics: &Topics, items: Vec<Line>) -> Resul
                 let status = resp.status();
                 let text = resp.text().await.unwrap_or_default();
                 if !status.is_success() {
-                    bail!("the server refused the documents ({status}): {text}");
+                    bail!("the server refused the documents ({status}): {text}{}", token_hint(status));
                 }
                 sent += chunk.len();
             }
@@ -172,8 +189,7 @@ pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &s
     query::validate(&q, limits).map_err(|e| anyhow::anyhow!(e.message))?;
     match target {
         Target::Http(addr) => {
-            let resp = reqwest::Client::new()
-                .post(format!("http://{addr}/query"))
+            let resp = with_token(reqwest::Client::new().post(format!("http://{addr}/query")))
                 .timeout(timeout + Duration::from_secs(5))
                 .json(&serde_json::json!({ "question": q.question, "top_k": q.top_k, "query_id": q.query_id }))
                 .send()
@@ -182,7 +198,7 @@ pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &s
             let status = resp.status();
             let text = resp.text().await.map_err(|e| http_error(addr, e))?;
             if !status.is_success() {
-                bail!("the server answered {status}: {text}");
+                bail!("the server answered {status}: {text}{}", token_hint(status));
             }
             Ok(serde_json::from_str(&text)?)
         }

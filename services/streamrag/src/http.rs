@@ -1,6 +1,6 @@
 //! The HTTP API: `GET /` (the trace page, `page.html`), `POST /documents`, `POST /query`
 //! (answers synchronously), `GET /health`, `GET /stats`, standing queries under
-//! `/subscriptions` ([`crate::subscriptions`]), and the OpenAI-compatible `/v1/models` and
+//! `/subscriptions` and `GET /events` ([`crate::subscriptions`]), and the OpenAI-compatible `/v1/models` and
 //! `/v1/chat/completions` ([`crate::openai`]). Bodies over the limit get 413;
 //! input that fails validation gets 400 with the reason, and nothing of a rejected request is
 //! published.
@@ -42,7 +42,9 @@ pub fn bind_addr(s: &str) -> String {
     }
 }
 
-pub fn router(state: Arc<ApiState>) -> Router {
+/// The API's routes; with `tokens` configured, every route but `/`, `/health` and `/metrics`
+/// needs a bearer token with its scope ([`crate::auth`]).
+pub fn router(state: Arc<ApiState>, tokens: Arc<crate::auth::Tokens>) -> Router {
     let body_limit = state.node.config.limits.max_text_bytes * 4 + 64 * 1024;
     Router::new()
         .route("/", get(page))
@@ -51,12 +53,14 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/documents", post(documents))
         .route("/query", post(query))
-        .route("/subscriptions", post(crate::subscriptions::subscribe))
+        .route("/subscriptions", post(crate::subscriptions::subscribe).get(crate::subscriptions::list))
+        .route("/events", get(crate::subscriptions::all_events))
         .route("/subscriptions/{id}", get(crate::subscriptions::latest).delete(crate::subscriptions::unsubscribe))
         .route("/subscriptions/{id}/events", get(crate::subscriptions::events))
         .route("/v1/models", get(crate::openai::models))
         .route("/v1/chat/completions", post(crate::openai::chat))
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(tokens, crate::auth::check))
         .with_state(state)
 }
 

@@ -8,7 +8,8 @@
 //! - [`cmd`]: one module per command (`run`, `ingest`, `ask`, `stats`, `snapshot`, `replay`,
 //!   `demo`, `eval`, `train`, `glm`, `bench ...`), each with its own arguments.
 //! - [`http`]: `POST /documents`, `POST /query`, `GET /health`, `GET /stats`, `GET /metrics`;
-//!   [`subscriptions`]: standing queries over HTTP (`/subscriptions`, server-sent events).
+//!   [`subscriptions`]: standing queries over HTTP (`/subscriptions`, server-sent events);
+//!   [`auth`]: bearer tokens with scopes and access labels.
 //! - [`client`]: ingest and ask over Kafka, HTTP, or the data directory of a stopped node.
 //! - [`config`]: the TOML config file and `STREAMRAG_KAFKA_OPT_*` variables.
 //! - [`dataset`]: retrieval datasets in the HippoRAG / GFM-RAG layouts.
@@ -16,6 +17,7 @@
 //! - [`progress`]: progress bars on stderr.
 
 pub mod answer_eval;
+pub mod auth;
 pub mod client;
 pub mod cmd;
 pub mod config;

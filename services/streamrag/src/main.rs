@@ -57,12 +57,15 @@ enum Cmd {
     /// A Model Context Protocol server on stdin/stdout whose tools (ask, ingest, delete,
     /// stats) act on a running node through its HTTP API.
     Mcp(cmd::mcp::McpArgs),
+    /// A new bearer token for the HTTP API: the token on stderr (once), its [[token]] entry
+    /// for the tokens file (hashed) on stdout.
+    Token(cmd::token::TokenArgs),
 }
 
 impl Cmd {
     /// Commands a person runs for a quick answer log only warnings by default.
     fn quiet(&self) -> bool {
-        matches!(self, Cmd::Demo(_) | Cmd::Ask(_) | Cmd::Ingest(_) | Cmd::Stats(_) | Cmd::Mcp(_))
+        matches!(self, Cmd::Demo(_) | Cmd::Ask(_) | Cmd::Ingest(_) | Cmd::Stats(_) | Cmd::Mcp(_) | Cmd::Token(_))
     }
 
     /// Commands that run models on the CPU.
@@ -121,6 +124,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Cmd::Eval(a) => cmd::eval::run(a).await,
             Cmd::Train(a) => cmd::train::run(a).await,
             Cmd::Mcp(a) => cmd::mcp::run(a, file).await,
+            Cmd::Token(a) => cmd::token::run(a),
         }
     })
 }

@@ -120,14 +120,27 @@ pub async fn events(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> R
     let Some(latest) = standing.registry.latest(&id) else {
         return error(StatusCode::NOT_FOUND, format!("no subscription {id:?}"));
     };
-    let first = stream::iter(latest.as_ref().map(event));
-    let want = id.clone();
+    answers_stream(latest, rx, Some(id))
+}
+
+/// Every standing answer this process publishes from now on, whatever its subscription, as
+/// server-sent events named `answer` (`query_id` is the subscription's id): one connection
+/// for a page that shows them all.
+pub async fn all_events(State(s): State<Arc<ApiState>>) -> Response {
+    match standing(&s) {
+        Ok(st) => answers_stream(None, st.registry.events(), None),
+        Err(r) => r,
+    }
+}
+
+fn answers_stream(first: Option<Answer>, rx: tokio::sync::broadcast::Receiver<Answer>, only: Option<String>) -> Response {
+    let first = stream::iter(first.as_ref().map(event));
     let next = stream::unfold(rx, move |mut rx| {
-        let want = want.clone();
+        let only = only.clone();
         async move {
             loop {
                 match rx.recv().await {
-                    Ok(a) if a.query_id == want => return Some((event(&a), rx)),
+                    Ok(a) if only.as_ref().is_none_or(|id| a.query_id == *id) => return Some((event(&a), rx)),
                     Ok(_) => continue,
                     // too slow a reader missed some: the next one it gets is the newest anyway
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
@@ -138,4 +151,36 @@ pub async fn events(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> R
     });
     let all: std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>> = Box::pin(first.chain(next));
     Sse::new(all).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Subscriptions whose id sorts after this one (the previous page's `next`).
+    #[serde(default)]
+    after: Option<String>,
+    /// At most this many (default 100, at most 1,000).
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `GET /subscriptions`: the subscriptions sorted by id, a page at a time, each with its
+/// question and latest answer; `next` is the `after` of the next page (null on the last).
+pub async fn list(State(s): State<Arc<ApiState>>, q: Result<axum::extract::Query<ListParams>, axum::extract::rejection::QueryRejection>) -> Response {
+    let standing = match standing(&s) {
+        Ok(st) => st,
+        Err(r) => return r,
+    };
+    let q = match q {
+        Ok(q) => q.0,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("expected ?after=<id>&limit=<1..1000>: {e}")),
+    };
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return error(StatusCode::BAD_REQUEST, format!("limit must be 1 to 1000, not {limit}"));
+    }
+    let page = standing.registry.list(q.after.as_deref(), limit + 1);
+    let next = (page.len() > limit).then(|| page[limit - 1].subscription_id.clone());
+    let page = &page[..page.len().min(limit)];
+    Json(json!({ "subscriptions": page, "total": standing.registry.len(), "next": next })).into_response()
 }

@@ -13,6 +13,7 @@ pub mod replay;
 pub mod run;
 pub mod snapshot;
 pub mod stats;
+pub mod token;
 pub mod train;
 
 use std::path::{Path, PathBuf};

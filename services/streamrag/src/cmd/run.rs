@@ -26,6 +26,15 @@ pub struct RunArgs {
     /// Serve the HTTP API on this address (e.g. 127.0.0.1:8080; a bare port binds to 127.0.0.1).
     #[arg(long, env = "STREAMRAG_HTTP")]
     pub http: Option<String>,
+    /// Bearer tokens for the HTTP API: a TOML file of `[[token]]` entries, hashed (`streamrag
+    /// token` makes them; STREAMRAG_TOKENS may hold the same text instead). None: the API is
+    /// open, and only a loopback address may serve it.
+    #[arg(long, env = "STREAMRAG_TOKENS_FILE")]
+    pub tokens: Option<PathBuf>,
+    /// Serve the HTTP API on a non-loopback address without tokens (anyone who reaches it may
+    /// ingest, delete and read everything).
+    #[arg(long, env = "STREAMRAG_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
     /// Comma-separated stages to run (default: all of openie,resolve,kg-writer,query).
     #[arg(long, env = "STREAMRAG_STAGES", value_delimiter = ',')]
     pub stages: Vec<String>,
@@ -160,10 +169,16 @@ pub async fn run(a: RunArgs, file: FileConfig) -> Result<()> {
         super::check_model_dir(model, "--resolve-model")?;
     }
     cfg.resolve.threshold = a.resolve_threshold.or(file.resolve.threshold).unwrap_or(0.8);
+    let tokens = Arc::new(crate::auth::Tokens::load(a.tokens.as_deref(), std::env::var("STREAMRAG_TOKENS").ok().as_deref())?);
+    // refuse an open API on a non-loopback address before anything starts
+    let listener = match &a.http {
+        Some(addr) => Some(bind_http(addr, &tokens, a.allow_unauthenticated).await?),
+        None => None,
+    };
     let (node, mut tasks) = Node::start(cfg).await?;
     tracing::info!(transport = node.transport.name(), stages = %node.stage_names().join(","), "streamrag running");
-    if let Some(addr) = &a.http {
-        serve_http(addr, node.clone()).await?;
+    if let Some(listener) = listener {
+        serve_http(listener, node.clone(), tokens)?;
     }
     let result = tokio::select! {
         r = tasks.wait_any() => r,
@@ -185,12 +200,18 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn serve_http(addr: &str, node: Arc<Node>) -> Result<tokio::task::JoinHandle<()>> {
+/// Binds the HTTP API's address, if it may be served with the tokens there are.
+async fn bind_http(addr: &str, tokens: &crate::auth::Tokens, allow_unauthenticated: bool) -> Result<tokio::net::TcpListener> {
     let addr = http::bind_addr(addr);
     let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
-    tracing::info!(addr = %listener.local_addr()?, "HTTP API listening");
+    crate::auth::check_open_bind(&listener.local_addr()?, tokens, allow_unauthenticated)?;
+    Ok(listener)
+}
+
+fn serve_http(listener: tokio::net::TcpListener, node: Arc<Node>, tokens: Arc<crate::auth::Tokens>) -> Result<tokio::task::JoinHandle<()>> {
+    tracing::info!(addr = %listener.local_addr()?, tokens = tokens.len(), "HTTP API listening");
     let mut stop = node.shutdown_signal();
-    let app = http::router(Arc::new(ApiState { node, answer_timeout: Duration::from_secs(30) }));
+    let app = http::router(Arc::new(ApiState { node, answer_timeout: Duration::from_secs(30) }), tokens);
     Ok(tokio::spawn(async move {
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
