@@ -120,6 +120,8 @@ def ask(b, url, shot):
     b.open(url)
     b.wait("document.body.dataset.answered === 'true' || document.getElementById('error').textContent !== ''", "an answer or an error")
     b.wait("!document.getElementById('live').textContent.includes('loading')", "the live counts")
+    # each ranked document's text is fetched on its own
+    b.wait("[...document.querySelectorAll('#documents details.text summary')].every((s) => s.textContent !== '...')", "the documents' text")
     time.sleep(0.5)  # the subgraph is drawn in the same task as the answer; let layout settle
     dom = b.js("document.documentElement.outerHTML")
     print(json.dumps({"dom": dom, "screenshot_bytes": screenshot(b, shot)}))

@@ -42,6 +42,9 @@ fn the_page_asks_and_shows_documents_facts_and_the_subgraph_in_a_real_browser() 
     // the documents, ranked, with their ids: the husband's page among the first three
     let ranked: Vec<&str> = dom.split("<li data-id=\"").skip(1).filter_map(|s| s.split('"').next()).collect();
     assert!(ranked.iter().take(3).any(|d| *d == "pierre-curie"), "{ranked:?}");
+    // each ranked document's text, fetched from GET /documents/{id}
+    assert!(dom.contains("data-loaded=\"true\"") && dom.contains("He married Marie Curie in 1895."), "no document text shown:\n{dom}");
+    assert_eq!(dom.matches("data-loaded=\"true\"").count(), ranked.len(), "a ranked document without its text:\n{dom}");
     // the supporting facts and the live counts
     assert!(dom.matches("<tr>").count() >= 2, "no supporting facts:\n{dom}");
     assert!(dom.contains("graph: 24 documents"), "no live counts:\n{dom}");
@@ -49,6 +52,15 @@ fn the_page_asks_and_shows_documents_facts_and_the_subgraph_in_a_real_browser() 
     assert!(dom.contains("class=\"node seed") && dom.contains("data-name=\"Marie Curie\""), "no seed drawn:\n{dom}");
     assert!(dom.matches("class=\"edge\"").count() >= 2, "no edges drawn:\n{dom}");
     assert!(dom.contains("class=\"node page") || dom.contains("seed page"), "no entity marked as a ranked document's subject:\n{dom}");
+    // the retriever's score of each drawn entity: the best is 1, the others below
+    let scores: Vec<f64> = dom.split("data-score=\"").skip(1).filter_map(|s| s.split('"').next()?.parse().ok()).collect();
+    assert!(scores.len() >= 3 && scores.contains(&1.0) && scores.iter().all(|x| (0.0..=1.0).contains(x)) && scores.iter().any(|x| *x < 1.0), "{scores:?}");
+
+    // the text route itself: a live document, and a clear 404 for one that is not
+    let doc: serde_json::Value = serde_json::from_str(&blocking_get(&format!("http://{addr}/documents/pierre-curie")).unwrap()).unwrap();
+    assert_eq!((doc["title"].as_str(), doc["id"].as_str()), (Some("Pierre Curie"), Some("pierre-curie")), "{doc}");
+    assert!(doc["text"].as_str().unwrap().starts_with("Pierre Curie was a French physicist"), "{doc}");
+    assert_eq!(blocking_get(&format!("http://{addr}/documents/nobody")).unwrap_err(), "404 Not Found");
 
     let png = std::fs::read(&shot).unwrap();
     assert!(png.starts_with(b"\x89PNG"), "screenshot {} is no PNG", shot.display());

@@ -35,6 +35,7 @@ fn answer_of(g: &GraphState, retriever: &Retriever, q: &Query, r: Retrieved, lat
         documents: r.documents,
         triples: r.triples,
         seeds: r.seeds,
+        entities: r.entities,
         retriever: retriever.name().into(),
         answer: None,
         abstained: false,

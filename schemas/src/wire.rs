@@ -242,6 +242,15 @@ pub struct ScoredDocument {
     pub score: f64,
 }
 
+/// An entity of the retrieved subgraph with the retriever's score for it (its share of the
+/// graph walk, the best entity 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoredEntity {
+    pub name: String,
+    pub score: f64,
+}
+
 /// One `[n]` mark of an answer's text: the document it cites.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -274,6 +283,10 @@ pub struct Answer {
     pub triples: Vec<Triple>,
     /// The entities the question was linked to.
     pub seeds: Vec<String>,
+    /// The seeds' and the supporting facts' entities with the retriever's score for each,
+    /// best first (from retrievers that walk the graph; empty from the others).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entities: Vec<ScoredEntity>,
     /// The retriever that ranked the documents: `ppr`, `glm`, `dense`.
     pub retriever: String,
     /// The answer text, citing its passages as `[n]` (see `citations`): written by the

@@ -223,6 +223,7 @@ fn answer() {
         documents: vec![ScoredDocument { id: "d".into(), title: "T".into(), score: 0.5 }],
         triples: vec![Triple { subject: "A".into(), relation: "r".into(), object: "B".into() }],
         seeds: vec!["A".into()],
+        entities: vec![ScoredEntity { name: "A".into(), score: 1.0 }, ScoredEntity { name: "B".into(), score: 0.25 }],
         retriever: "ppr".into(),
         answer: Some("because [1]".into()),
         abstained: false,
@@ -232,7 +233,7 @@ fn answer() {
         graph_version: GraphVersion { offsets: [("streamrag.graph-deltas/0".to_string(), 3)].into() },
         latency_ms: 0.25,
     };
-    let no_llm = Answer { answer: None, answered_by: None, citations: vec![], documents: vec![], ..a.clone() };
+    let no_llm = Answer { answer: None, answered_by: None, citations: vec![], documents: vec![], entities: vec![], ..a.clone() };
     let standing = Answer { query_id: "s-1".into(), reason: Some("changed d".into()), ..a.clone() };
     let abstained = Answer { answer: Some("Nothing retrieved supports an answer.".into()), abstained: true, answered_by: Some("none".into()), citations: vec![], ..a.clone() };
     let base = json!({"query_id": "q", "question": "x", "documents": [], "triples": [], "seeds": [], "retriever": "hybrid", "graph_version": {"offsets": {}}, "latency_ms": 1.0});
@@ -240,10 +241,12 @@ fn answer() {
     bad_citation["citations"] = json!([{"n": 1, "document_id": "d"}]);
     let mut bad_abstained = base.clone();
     bad_abstained["abstained"] = json!("yes");
+    let mut bad_entity = base.clone();
+    bad_entity["entities"] = json!([{"name": "A"}]);
     check(
         "answer.schema.json",
         &[a, no_llm, abstained, standing],
-        &[json!({"query_id": "q", "question": "x", "documents": []}), bad_citation, bad_abstained],
+        &[json!({"query_id": "q", "question": "x", "documents": []}), bad_citation, bad_abstained, bad_entity],
     );
 }
 

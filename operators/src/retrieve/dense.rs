@@ -268,7 +268,7 @@ impl DenseIndex {
     pub fn retrieve_batch(&self, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>> {
         let texts: Vec<&str> = qs.iter().map(|q| q.0).collect();
         let qv = self.embed_questions(&texts)?;
-        Ok(qv.iter().zip(qs).map(|(q, (_, k))| Retrieved { seeds: vec![], documents: self.nearest(q, *k), triples: vec![] }).collect())
+        Ok(qv.iter().zip(qs).map(|(q, (_, k))| Retrieved { seeds: vec![], documents: self.nearest(q, *k), triples: vec![], entities: vec![] }).collect())
     }
 }
 

@@ -140,7 +140,7 @@ impl GlmRetriever {
                 let documents = rank_documents(g, &top, qs[i].1);
                 let triples = supporting_triples(g, &documents, &top, 10);
                 let seeds = p.seeds.iter().map(|s| display_name(g, s)).collect();
-                Retrieved { seeds, documents, triples }
+                Retrieved { seeds, documents, triples, entities: vec![] }
             })
             .collect())
     }

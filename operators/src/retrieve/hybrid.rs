@@ -426,8 +426,10 @@ impl Hybrid {
                 }
             }
         }
+        let mut walked_entities: HashMap<&str, f64> = HashMap::default();
         let mut scores: HashMap<String, f64> = if p.walk && !(ent_reset.is_empty() && prior.is_empty()) {
             let walked = walk(g, p, &ent_reset, &prior);
+            walked_entities = walked.entities;
             let max_walk = walked.docs.values().fold(0.0f64, |a, b| a.max(*b));
             // the less of the question its linked names carry, the less the walk is trusted
             let named = name_shares.iter().map(|(_, x)| x).sum::<f64>().min(1.0);
@@ -510,7 +512,9 @@ impl Hybrid {
                 }
             }
         }
-        Ok(Retrieved { seeds, documents, triples })
+        // without a walk, the restart weights are the entities' scores
+        let entities = super::rank::subgraph_entities(&seeds, &triples, |id| walked_entities.get(id).or_else(|| ent_reset.get(id)).copied().unwrap_or(0.0));
+        Ok(Retrieved { seeds, documents, triples, entities })
     }
 
     /// The entities linked by their names' embeddings, besides `names`: for each word the
@@ -875,8 +879,10 @@ fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], p: &HybridParams, l
     out
 }
 
-struct Walked {
+struct Walked<'g> {
     docs: HashMap<String, f64>,
+    /// The walk's score of each entity it reached, by id.
+    entities: HashMap<&'g str, f64>,
 }
 
 /// Personalized PageRank over entities and passages from the restart vector (entities:
@@ -884,7 +890,7 @@ struct Walked {
 /// passage_weight; either takes it all when the other is empty). The walk's nodes are kept in
 /// arrays indexed by the graph's slots, not in maps keyed by id: building the walk was most of a
 /// query's time.
-fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f64>, prior: &HashMap<String, f64>) -> Walked {
+fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f64>, prior: &HashMap<String, f64>) -> Walked<'g> {
     const NONE: u32 = u32::MAX;
     // nodes: entities first, then passages; `ent_node[slot]` is an entity's node
     let mut ent_node = vec![NONE; g.entity_slot_count()];
@@ -997,7 +1003,7 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
         (true, true) => (1.0 - p.passage_weight, p.passage_weight),
         (true, false) => (1.0, 0.0),
         (false, true) => (0.0, 1.0),
-        (false, false) => return Walked { docs: HashMap::default() },
+        (false, false) => return Walked { docs: HashMap::default(), entities: HashMap::default() },
     };
     for (e, w) in ent_reset {
         if let Some(i) = g.entity(e).map(|v| ent_node[v.slot() as usize]).filter(|i| *i != NONE) {
@@ -1010,7 +1016,10 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
         }
     }
     let rank = pagerank(&Csr::new(n, &edges), &restart, p.damping, p.iterations);
-    Walked { docs: docs.iter().enumerate().filter(|(j, _)| rank[ne + j] > 0.0).map(|(j, d)| (d.id().to_string(), rank[ne + j])).collect() }
+    Walked {
+        docs: docs.iter().enumerate().filter(|(j, _)| rank[ne + j] > 0.0).map(|(j, d)| (d.id().to_string(), rank[ne + j])).collect(),
+        entities: ents.iter().enumerate().filter(|(i, _)| rank[*i] > 0.0).map(|(i, e)| (e.id(), rank[i])).collect(),
+    }
 }
 
 /// The edges between the walk's entities `ents` (`ent_node`: a graph slot's node, or

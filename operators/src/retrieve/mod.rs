@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use streamrag_glm::device::default_device;
 use streamrag_glm::SentenceEncoder;
-use streamrag_schemas::{ScoredDocument, Triple};
+use streamrag_schemas::{ScoredDocument, ScoredEntity, Triple};
 
 use crate::data_dir::DataDir;
 use crate::graph::GraphState;
@@ -211,6 +211,9 @@ pub struct Retrieved {
     pub seeds: Vec<String>,
     pub documents: Vec<ScoredDocument>,
     pub triples: Vec<Triple>,
+    /// The seeds' and the triples' entities with the walk's score for each (best 1), best
+    /// first; empty from retrievers that do not walk the graph.
+    pub entities: Vec<ScoredEntity>,
 }
 
 impl Retriever {

@@ -129,6 +129,7 @@ pub fn retrieve(g: &GraphState, p: &PprParams, question: &str, top_k: usize) -> 
     let top = top_entities(&scores, p.top_entities);
     let documents = rank_documents(g, &top, top_k);
     let triples = supporting_triples(g, &documents, &top, 10);
-    let seeds = seed_ids.iter().map(|s| display_name(g, s)).collect();
-    Retrieved { seeds, documents, triples }
+    let seeds: Vec<String> = seed_ids.iter().map(|s| display_name(g, s)).collect();
+    let entities = super::rank::subgraph_entities(&seeds, &triples, |id| scores.get(id).copied().unwrap_or(0.0));
+    Retrieved { seeds, documents, triples, entities }
 }

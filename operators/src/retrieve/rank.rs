@@ -4,9 +4,32 @@
 
 use std::collections::{HashMap, HashSet};
 
-use streamrag_schemas::{ScoredDocument, Triple};
+use streamrag_schemas::{ScoredDocument, ScoredEntity, Triple};
 
 use crate::graph::GraphState;
+
+/// The entities an answer's subgraph draws (its seeds and its triples' ends, by name) with
+/// `score` of each one's id, scaled so that the best is 1, best first; empty when none scored.
+pub fn subgraph_entities(seeds: &[String], triples: &[Triple], score: impl Fn(&str) -> f64) -> Vec<ScoredEntity> {
+    let mut seen = HashSet::new();
+    let mut out: Vec<ScoredEntity> = seeds
+        .iter()
+        .chain(triples.iter().flat_map(|t| [&t.subject, &t.object]))
+        .filter_map(|name| {
+            let id = crate::normalize::normalize(name);
+            seen.insert(id.clone()).then(|| ScoredEntity { name: name.clone(), score: score(&id) })
+        })
+        .collect();
+    let best = out.iter().map(|e| e.score).fold(0.0f64, f64::max);
+    if best <= 0.0 {
+        return Vec::new();
+    }
+    for e in &mut out {
+        e.score = (e.score / best).max(0.0);
+    }
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.name.cmp(&b.name)));
+    out
+}
 
 /// The name an entity is shown by (its id when it is not live).
 pub fn display_name(g: &GraphState, id: &str) -> String {
@@ -69,4 +92,19 @@ pub fn supporting_triples(g: &GraphState, docs: &[ScoredDocument], top: &[(Strin
     }
     out.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| (&a.1.subject, &a.1.relation, &a.1.object).cmp(&(&b.1.subject, &b.1.relation, &b.1.object))));
     out.into_iter().take(limit).map(|(_, t)| t).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subgraph_entities_are_each_scored_once_against_the_best() {
+        let t = |s: &str, o: &str| Triple { subject: s.into(), relation: "r".into(), object: o.into() };
+        let scores: HashMap<String, f64> = [("marie curie", 0.2), ("paris", 0.4), ("warsaw", 0.1)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let got = subgraph_entities(&["Marie Curie".into()], &[t("Marie Curie", "Paris"), t("marie curie", "Nowhere"), t("Warsaw", "Paris")], |id| scores.get(id).copied().unwrap_or(0.0));
+        let shown: Vec<(&str, f64)> = got.iter().map(|e| (e.name.as_str(), e.score)).collect();
+        assert_eq!(shown, [("Paris", 1.0), ("Marie Curie", 0.5), ("Warsaw", 0.25), ("Nowhere", 0.0)]);
+        assert!(subgraph_entities(&["A".into()], &[], |_| 0.0).is_empty(), "nothing scored: nothing to show");
+    }
 }

@@ -529,6 +529,7 @@ mod tests {
             documents: docs.iter().map(|d| ScoredDocument { id: d.to_string(), title: d.to_string(), score: 1.0 }).collect(),
             triples: facts.iter().map(|(s, r, o)| Triple { subject: s.to_string(), relation: r.to_string(), object: o.to_string() }).collect(),
             seeds: seeds.iter().map(|s| s.to_string()).collect(),
+            entities: vec![],
             retriever: "hybrid".into(),
             answer: None,
             abstained: false,

@@ -1,4 +1,5 @@
-//! The HTTP API: `GET /` (the trace page, `page.html`), `POST /documents`, `POST /query`
+//! The HTTP API: `GET /` (the trace page, `page.html`), `POST /documents`, `GET
+//! /documents/{id}` (a live document's text), `POST /query`
 //! (answers synchronously), `GET /health`, `GET /stats`, standing queries under
 //! `/subscriptions` and `GET /events` ([`crate::subscriptions`]), and the OpenAI-compatible `/v1/models` and
 //! `/v1/chat/completions` ([`crate::openai`]). Bodies over the limit get 413;
@@ -52,6 +53,7 @@ pub fn router(state: Arc<ApiState>, tokens: Arc<crate::auth::Tokens>) -> Router 
         .route("/stats", get(stats))
         .route("/metrics", get(metrics))
         .route("/documents", post(documents))
+        .route("/documents/{id}", get(document))
         .route("/query", post(query))
         .route("/subscriptions", post(crate::subscriptions::subscribe).get(crate::subscriptions::list))
         .route("/events", get(crate::subscriptions::all_events))
@@ -90,6 +92,17 @@ async fn stats(State(s): State<Arc<ApiState>>) -> Response {
             Json(serde_json::to_value(st).unwrap()).into_response()
         }
         None => error(StatusCode::NOT_FOUND, "this process holds no graph (run the kg-writer or query stage)"),
+    }
+}
+
+/// `GET /documents/{id}`: a live document's title and text, as the query stage reads them.
+async fn document(State(s): State<Arc<ApiState>>, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+    let Some(passages) = &s.node.passages else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "this process runs no query stage, so it keeps no document text");
+    };
+    match passages.get(&id) {
+        Some((title, text)) => Json(json!({ "id": id, "title": title, "text": text })).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no live document {id:?}")),
     }
 }
 

@@ -126,6 +126,8 @@ pub struct Node {
     pub retriever: Option<streamrag_operators::retrieve::Retriever>,
     /// The standing queries, when this node runs the query stage.
     pub standing: Option<Arc<Standing>>,
+    /// The documents' text as the query stage's answerer reads it, when this node runs it.
+    pub passages: Option<Arc<streamrag_operators::passages::Passages>>,
     running: Vec<Running>,
     shutdown: watch::Sender<bool>,
 }
@@ -173,6 +175,7 @@ impl Node {
         let mut s = Starter { transport: transport.clone(), opts, shutdown: shutdown_rx.clone(), tasks: Vec::new(), running: Vec::new() };
         let mut retriever = None;
         let mut standing = None;
+        let mut passages = None;
         for kind in &kinds {
             match kind {
                 StageKind::OpenIe => s.start(OpenIe::build(&config.openie, &mut shared).await?),
@@ -200,6 +203,7 @@ impl Node {
                     }
                     let (stage, readers, facts) = QueryStage::build(&config.query, &mut shared).await?;
                     retriever = Some(stage.retriever.clone());
+                    passages = Some(stage.answerer.passages.clone());
                     // standing queries answer with the same retriever and answerer, after the
                     // passage indexes read what the graph holds
                     let mut indexes: Vec<(String, Consumed)> = readers.iter().map(|r| (r.input(), r.consumed())).collect();
@@ -240,6 +244,7 @@ impl Node {
             started_from: shared.started_from,
             retriever,
             standing,
+            passages,
             running: s.running,
             shutdown,
         };

@@ -228,6 +228,7 @@ mod tests {
             documents: vec![doc("marie-curie", "Marie Curie"), doc("pierre-curie", "Pierre Curie")],
             triples: vec![fact("Pierre Curie", "born in", "Paris"), fact("Pierre Curie", "married", "Marie Curie"), fact("Paris", "capital of", "France")],
             seeds: vec!["Marie Curie".into()],
+            entities: vec![],
             retriever: "hybrid".into(),
             answer: llm.map(str::to_string),
             abstained: false,
