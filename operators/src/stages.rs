@@ -96,6 +96,8 @@ pub struct QueryConfig {
     pub retriever: RetrieverChoice,
     /// The LLM that writes answers; None: retrieval only.
     pub answer_llm: Option<LlmSettings>,
+    /// Most graph changes the standing queries answer together (None: the watcher's default).
+    pub standing_batch: Option<usize>,
 }
 
 /// Why a stage could not be built.

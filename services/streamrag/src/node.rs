@@ -219,7 +219,7 @@ impl Node {
                     )?);
                     let from = transport.end_offsets(&config.topics.graph_changes).await?;
                     s.start(SubscriptionsReader::new(st.clone(), config.limits.clone()));
-                    s.start(ChangesWatcher::new(st.clone(), from));
+                    s.start(ChangesWatcher::new(st.clone(), from).with_batch(config.query.standing_batch));
                     standing = Some(st);
                     for r in readers {
                         s.start(r);

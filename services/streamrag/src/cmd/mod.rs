@@ -101,6 +101,7 @@ pub fn node_config(conn: &Conn, data: &Path, file: &FileConfig) -> NodeConfig {
     cfg.transport = conn.transport(file);
     cfg.topics = file.topics.clone();
     cfg.limits = file.limits.clone();
+    cfg.query.standing_batch = file.query.standing_batch.filter(|n| *n > 0);
     cfg
 }
 

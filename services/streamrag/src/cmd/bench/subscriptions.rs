@@ -48,6 +48,9 @@ pub struct BenchSubscriptionsArgs {
     /// Only the first N passages of the corpus (a quick run); default all.
     #[arg(long)]
     pub passages: Option<usize>,
+    /// Most graph changes the standing queries answer together (default: the node's).
+    #[arg(long, value_parser = crate::cmd::at_least_one)]
+    pub standing_batch: Option<usize>,
 }
 
 /// Generic question patterns made into standing queries with the corpus titles.
@@ -84,6 +87,8 @@ pub async fn run(a: BenchSubscriptionsArgs, file: FileConfig) -> Result<()> {
     let mut cfg = node_config(&a.conn, &dir, &file);
     cfg.query.retriever = file.query.retriever_choice()?;
     isolate_bench_run(&mut cfg);
+    cfg.query.standing_batch = a.standing_batch.or(cfg.query.standing_batch);
+    let batch = cfg.query.standing_batch.unwrap_or(streamrag_operators::standing::readers::ChangesWatcher::BATCH);
     let topics = cfg.topics.clone();
     let (node, tasks) = Node::start(cfg).await?;
     let standing = node.standing.clone().context("the node runs no query stage")?;
@@ -200,7 +205,13 @@ pub async fn run(a: BenchSubscriptionsArgs, file: FileConfig) -> Result<()> {
         per_eval_s * 1e3,
         node.retriever.as_ref().map(|r| r.name()).unwrap_or("no"),
     );
-    println!("  {} documents streamed at {} docs/s offered ({:.0} achieved) into {} indexed; all applied and answered {done_s:.1} s after the first", held.len(), a.rate, docs / offered_s, first.len());
+    println!(
+        "  {} documents streamed at {} docs/s offered ({:.0} achieved) into {} indexed; all applied and answered {done_s:.1} s after the first; graph changes answered together: at most {batch}",
+        held.len(),
+        a.rate,
+        docs / offered_s,
+        first.len()
+    );
     println!("  acknowledgement -> changed standing answer on the answers topic (reason changed), {}", super::latency_line(&mut lat));
     println!("  the same, answered again once the passage and fact indexes had the document (reason indexed), {}", super::latency_line(&mut lat2));
     println!("  for comparison, the same documents' triples queryable in the graph (topic timestamp -> applied), {}", super::latency_line(&mut fresh.samples()));
