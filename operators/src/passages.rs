@@ -6,12 +6,12 @@
 //! position with its data and is read on from there.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use crate::config::{Limits, Topics};
 use crate::error::StageFault;
 use crate::openie::{doc_change, DocChange};
-use crate::runtime::{blocking, Consumed, Operator, Outcome, StartFrom};
+use crate::runtime::{blocking, Consumed, Operator, Outcome, Progress, StartFrom};
 use crate::transport::Record;
 
 /// Something kept per document from the docs topic.
@@ -94,7 +94,7 @@ pub struct DocsReader {
     limits: Limits,
     sinks: Vec<Arc<dyn DocSink>>,
     /// Partition -> next offset already handed to every sink.
-    progress: Arc<Mutex<BTreeMap<i32, i64>>>,
+    progress: Progress,
 }
 
 impl DocsReader {
@@ -110,7 +110,7 @@ impl DocsReader {
                 Some(f) => f.into_iter().filter_map(|(k, v)| p.get(&k).map(|w| (k, v.min(*w)))).collect(),
             });
         }
-        DocsReader { topics, limits: Limits::default(), sinks, progress: Arc::new(Mutex::new(from.unwrap_or_default())) }
+        DocsReader { topics, limits: Limits::default(), sinks, progress: Progress::at(from.unwrap_or_default()) }
     }
 
     /// Skips what these limits refuse (the node's; default: [`Limits::default`]), as openie does.
@@ -121,7 +121,7 @@ impl DocsReader {
 
     /// Next docs offset per partition that every sink holds.
     pub fn progress(&self) -> BTreeMap<i32, i64> {
-        self.progress.lock().expect("progress lock").clone()
+        self.progress.get()
     }
 
     /// Hands one batch to every sink: runs of upserts together (one embedding pass for the
@@ -150,14 +150,11 @@ impl DocsReader {
             }
         }
         flush(&mut upserts)?;
-        let mut next = self.progress();
-        for r in batch {
-            next.insert(r.partition, r.offset + 1);
-        }
+        let next = self.progress.after(batch);
         for s in &self.sinks {
             blocking(|| s.commit(&next))?;
         }
-        *self.progress.lock().expect("progress lock") = next;
+        self.progress.set(next);
         Ok(())
     }
 }
@@ -173,8 +170,7 @@ impl Operator for DocsReader {
         StartFrom::Offsets(self.progress())
     }
     fn consumed(&self) -> Consumed {
-        let p = self.progress.clone();
-        Consumed::Own(Arc::new(move || p.lock().expect("progress lock").clone()))
+        self.progress.consumed()
     }
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, StageFault> {
         self.apply(batch)?;

@@ -67,6 +67,41 @@ pub enum Consumed {
     Own(std::sync::Arc<dyn Fn() -> std::collections::BTreeMap<i32, i64> + Send + Sync>),
 }
 
+/// The next offset per partition a stage that keeps its own position has consumed, readable
+/// while it runs ([`Consumed::Own`]).
+#[derive(Clone, Default)]
+pub struct Progress(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<i32, i64>>>);
+
+impl Progress {
+    /// Starting at `from` (partition -> next offset).
+    pub fn at(from: std::collections::BTreeMap<i32, i64>) -> Self {
+        Progress(std::sync::Arc::new(std::sync::Mutex::new(from)))
+    }
+    pub fn get(&self) -> std::collections::BTreeMap<i32, i64> {
+        self.0.lock().expect("progress lock").clone()
+    }
+    /// Where it stands once `batch` is consumed (not yet recorded: a stage that commits its
+    /// position with its data records it with [`Self::set`] after the commit).
+    pub fn after(&self, batch: &[Record]) -> std::collections::BTreeMap<i32, i64> {
+        let mut next = self.get();
+        for r in batch {
+            next.insert(r.partition, r.offset + 1);
+        }
+        next
+    }
+    pub fn set(&self, next: std::collections::BTreeMap<i32, i64>) {
+        *self.0.lock().expect("progress lock") = next;
+    }
+    /// Records `batch` as consumed.
+    pub fn advance(&self, batch: &[Record]) {
+        self.set(self.after(batch));
+    }
+    pub fn consumed(&self) -> Consumed {
+        let p = self.clone();
+        Consumed::Own(std::sync::Arc::new(move || p.get()))
+    }
+}
+
 /// Where a stage starts reading its input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartFrom {

@@ -14,7 +14,7 @@
 //! another encoder are dropped at open.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use streamrag_glm::sentence::dot;
 use streamrag_glm::SentenceEncoder;
@@ -23,7 +23,7 @@ use streamrag_schemas::{decode, GraphChange};
 use crate::config::Topics;
 use crate::error::StageFault;
 use crate::hash::fnv1a;
-use crate::runtime::{blocking, Consumed, Operator, Outcome, StartFrom};
+use crate::runtime::{blocking, Consumed, Operator, Outcome, Progress, StartFrom};
 use crate::transport::Record;
 
 use super::dense::{VectorStore, VectorStoreError};
@@ -344,18 +344,18 @@ fn plan<K>(ops: BTreeMap<K, Op>, embedded: impl Fn(&K) -> Option<u64>) -> (Vec<(
 pub struct FactsReader {
     topics: Topics,
     index: Arc<FactVectors>,
-    progress: Arc<Mutex<BTreeMap<i32, i64>>>,
+    progress: Progress,
 }
 
 impl FactsReader {
     pub fn new(topics: Topics, index: Arc<FactVectors>) -> Self {
-        let progress = Arc::new(Mutex::new(index.position()));
+        let progress = Progress::at(index.position());
         FactsReader { topics, index, progress }
     }
 
     /// Next graph-changes offset per partition the index holds.
     pub fn progress(&self) -> BTreeMap<i32, i64> {
-        self.progress.lock().expect("progress lock").clone()
+        self.progress.get()
     }
 
     pub fn topic(&self) -> &str {
@@ -375,12 +375,9 @@ impl FactsReader {
             })
             .collect();
         blocking(|| self.index.apply(&changes))?;
-        let mut next = self.progress();
-        for r in batch {
-            next.insert(r.partition, r.offset + 1);
-        }
+        let next = self.progress.after(batch);
         blocking(|| self.index.commit(&next))?;
-        *self.progress.lock().expect("progress lock") = next;
+        self.progress.set(next);
         Ok(())
     }
 }
@@ -396,8 +393,7 @@ impl Operator for FactsReader {
         StartFrom::Offsets(self.progress())
     }
     fn consumed(&self) -> Consumed {
-        let p = self.progress.clone();
-        Consumed::Own(Arc::new(move || p.lock().expect("progress lock").clone()))
+        self.progress.consumed()
     }
     fn max_batch(&self) -> Option<usize> {
         // a change carries a document's new facts (a few to a few dozen): some hundreds of

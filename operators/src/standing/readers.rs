@@ -5,14 +5,14 @@
 //! subscription is read again).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use streamrag_schemas::{decode, DocOp, GraphChange, Subscription};
 
 use super::Standing;
 use crate::config::Limits;
 use crate::error::{StageError, StageFault};
-use crate::runtime::{Consumed, Operator, Outcome, StartFrom};
+use crate::runtime::{Consumed, Operator, Outcome, Progress, StartFrom};
 use crate::transport::Record;
 
 /// Checks a subscription record against the limits (an unsubscribe needs only its id).
@@ -27,26 +27,6 @@ pub fn validate(s: &Subscription, limits: &Limits) -> Result<(), StageError> {
         limits.check_top_k(&what, k).map_err(StageError::user)?;
     }
     Ok(())
-}
-
-/// Next offset per partition a reader has consumed, readable while it runs.
-#[derive(Clone, Default)]
-struct Progress(Arc<Mutex<BTreeMap<i32, i64>>>);
-
-impl Progress {
-    fn get(&self) -> BTreeMap<i32, i64> {
-        self.0.lock().expect("progress lock").clone()
-    }
-    fn advance(&self, batch: &[Record]) {
-        let mut p = self.0.lock().expect("progress lock");
-        for r in batch {
-            p.insert(r.partition, r.offset + 1);
-        }
-    }
-    fn consumed(&self) -> Consumed {
-        let p = self.clone();
-        Consumed::Own(Arc::new(move || p.get()))
-    }
 }
 
 /// Subscribes and unsubscribes as the subscriptions topic says; a record that does not
@@ -125,7 +105,7 @@ impl ChangesWatcher {
     /// Starts reading the graph changes at `from` (partition -> next offset: the end of the
     /// topic when the process started).
     pub fn new(standing: Arc<Standing>, from: BTreeMap<i32, i64>) -> Self {
-        ChangesWatcher { standing, progress: Progress(Arc::new(Mutex::new(from))), batch: Self::BATCH }
+        ChangesWatcher { standing, progress: Progress::at(from), batch: Self::BATCH }
     }
 
     /// Most graph changes answered together by default: what has queued up, up to the node's
