@@ -1,6 +1,11 @@
 //! FNV-1a, 64 bits: a hash that is stable across builds and platforms, for what is stored or
 //! compared between runs (triple ids, graph digests, the text hash of a stored passage vector).
 
+/// Lower-case hex of `bytes` (how a SHA-256 is written where it is stored or configured).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// FNV-1a over `parts`, each followed by the byte 0xff so ("ab", "c") and ("a", "bc") differ.
 pub fn fnv1a(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

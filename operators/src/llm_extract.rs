@@ -15,6 +15,7 @@ use streamrag_schemas::{Mention, Triple};
 
 use crate::error::StageError;
 use crate::extract::Extracted;
+use crate::hash::hex;
 use crate::llm::{Llm, Sampling};
 use crate::normalize::normalize;
 
@@ -183,10 +184,6 @@ impl LlmExtractor {
 pub fn open_cache(dir: &std::path::Path) -> Result<sled::Tree, sled::Error> {
     let db = sled::Config::new().path(dir).mode(sled::Mode::HighThroughput).open()?;
     db.open_tree("llm-responses")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether a normalised name occurs as whole words in a normalised, space-padded text.

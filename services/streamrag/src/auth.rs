@@ -33,6 +33,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use streamrag_operators::hash::hex;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -94,10 +95,6 @@ pub struct Tokens {
 
 fn sha256(s: &str) -> [u8; 32] {
     Sha256::digest(s.as_bytes()).into()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn unhex(s: &str) -> Option<[u8; 32]> {
