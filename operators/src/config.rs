@@ -191,6 +191,28 @@ impl Limits {
         Ok(())
     }
 
+    /// Checks access labels (a document's, or those a reader may read): at most 64, each not
+    /// blank, at most 128 bytes, without control characters or surrounding spaces.
+    pub fn check_access(&self, what: &str, labels: &[String]) -> Result<(), String> {
+        if labels.len() > 64 {
+            return Err(format!("{what} has {} access labels, over the limit of 64", labels.len()));
+        }
+        for l in labels {
+            let field = format!("{what} access label");
+            if l.trim().is_empty() {
+                return Err(format!("{field} is empty"));
+            }
+            if l.trim() != l {
+                return Err(format!("{field} \"{}\" has surrounding spaces", shown(l)));
+            }
+            if l.len() > 128 {
+                return Err(format!("{field} is {} bytes, over the limit of 128 bytes", l.len()));
+            }
+            no_control(&field, l)?;
+        }
+        Ok(())
+    }
+
     /// Checks the limits themselves (a zero bound would refuse everything).
     pub fn check(&self) -> Result<(), String> {
         for (name, v) in [

@@ -15,7 +15,8 @@ use tokio::sync::watch;
 
 use crate::config::Topics;
 use crate::error::{StageError, StageFault};
-use crate::graph::{Change, Dirty, GraphState, GraphStore, TripleKey};
+use crate::access::Reader;
+use crate::graph::{Change, Dirty, GraphState, GraphStore, Step, TripleKey, Views};
 use crate::runtime::{Consumed, Operator, Outcome, StartFrom};
 use crate::stages::{BuildError, Shared, SnapshotConfig};
 use crate::transport::{Output, Record};
@@ -27,27 +28,43 @@ use crate::transport::{Output, Record};
 /// The writer keeps two copies (left-right): it applies a batch to the spare copy, swaps it in,
 /// and keeps the version it replaced as the next spare, replaying that batch onto it once no
 /// query holds it any more. Memory is two compact graphs; no full copy is made per batch.
+///
+/// Readers restricted by access labels read a view of it: the graph their documents alone
+/// build ([`Views`]), kept up to date from the same steps.
 #[derive(Clone, Default)]
-pub struct LiveGraph(Arc<RwLock<Arc<GraphState>>>);
+pub struct LiveGraph(Arc<Live>);
+
+#[derive(Default)]
+struct Live {
+    current: RwLock<Arc<GraphState>>,
+    views: Views,
+}
 
 impl LiveGraph {
     pub fn new(g: GraphState) -> Self {
-        LiveGraph(Arc::new(RwLock::new(Arc::new(g))))
+        LiveGraph(Arc::new(Live { current: RwLock::new(Arc::new(g)), views: Views::default() }))
     }
     /// The current version; consistent for as long as the caller holds it.
     pub fn current(&self) -> Arc<GraphState> {
-        self.0.read().unwrap().clone()
+        self.0.current.read().unwrap().clone()
     }
-    /// Installs `g` and returns the version it replaced.
-    pub fn swap(&self, g: Arc<GraphState>) -> Arc<GraphState> {
-        std::mem::replace(&mut *self.0.write().unwrap(), g)
+    /// The current version as `reader` may see it: the whole graph for [`Reader::All`], else
+    /// the graph of the documents it may read (at the same version).
+    pub fn current_for(&self, reader: &Reader) -> Arc<GraphState> {
+        if reader.is_all() {
+            return self.current();
+        }
+        self.0.views.view(reader, || self.current())
     }
-}
-
-/// One step of a batch, kept to replay onto the spare copy.
-enum Step {
-    Apply(String, Option<crate::graph::DocEntry>),
-    Offset(String, i32, i64),
+    /// Installs `g`, made from the current version by `steps`, and returns the version it
+    /// replaced.
+    pub fn swap_with(&self, g: Arc<GraphState>, steps: &[Step]) -> Arc<GraphState> {
+        self.0.views.record(steps, || std::mem::replace(&mut *self.0.current.write().unwrap(), g))
+    }
+    /// How many access views are kept now.
+    pub fn views(&self) -> usize {
+        self.0.views.len()
+    }
 }
 
 /// How long the writer waits for queries to let go of the spare copy before it copies the
@@ -253,7 +270,7 @@ impl Operator for KgWriter {
         self.in_flight.extend(outbox.iter().map(|(s, _)| *s));
         let docs = next.document_count();
         crate::metrics::global().graph_documents.store(docs as i64, std::sync::atomic::Ordering::Relaxed);
-        let old = self.graph.swap(Arc::new(next));
+        let old = self.graph.swap_with(Arc::new(next), &steps);
         // Queryable from here: the freshness clock of each document in the batch stops.
         let now = crate::transport::now_ms();
         let h = crate::metrics::global().freshness(if self.store.is_some() { "writer" } else { "replica" });
@@ -273,6 +290,7 @@ mod tests {
 
     fn delta(doc: &str, triples: &[(&str, &str, &str)]) -> GraphDelta {
         GraphDelta {
+            access: Default::default(),
             schema_version: SCHEMA_VERSION,
             op: if triples.is_empty() { DocOp::Delete } else { DocOp::Upsert },
             doc_id: doc.into(),

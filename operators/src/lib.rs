@@ -31,6 +31,7 @@
 //! - [`config`]: topic names and limits shared by all stages; [`error`]: record errors (dead
 //!   letters) and stage faults (what stops a stage).
 
+pub mod access;
 pub mod ann;
 pub mod answer;
 pub mod config;

@@ -70,7 +70,7 @@ impl Extractor {
 /// (the dense index, the passages for answers): an upsert with text, a deletion, or nothing
 /// (malformed, or an id openie refuses: the openie stage dead-letters those).
 pub enum DocChange {
-    Upsert { id: String, title: String, text: String },
+    Upsert { id: String, title: String, text: String, access: Vec<String> },
     Delete { id: String },
 }
 
@@ -78,7 +78,7 @@ pub fn doc_change(payload: &[u8], limits: &Limits) -> Option<DocChange> {
     match decode::<Document>(payload) {
         Ok(d) if validate(&d, limits).is_err() => None,
         Ok(d) if d.op == DocOp::Delete => Some(DocChange::Delete { id: d.id }),
-        Ok(Document { id, title, text: Some(text), .. }) => Some(DocChange::Upsert { id, title, text }),
+        Ok(Document { id, title, text: Some(text), access, .. }) => Some(DocChange::Upsert { id, title, text, access }),
         _ => None,
     }
 }
@@ -86,6 +86,7 @@ pub fn doc_change(payload: &[u8], limits: &Limits) -> Option<DocChange> {
 /// Checks a document against the rules the schema cannot express.
 pub fn validate(doc: &Document, limits: &Limits) -> Result<(), StageError> {
     limits.check_id("document id", &doc.id).map_err(StageError::user)?;
+    limits.check_access(&format!("document {}", doc.id), &doc.access).map_err(StageError::user)?;
     if doc.op == DocOp::Upsert {
         limits.check_title(&format!("document {}", doc.id), &doc.title).map_err(StageError::user)?;
         let Some(text) = &doc.text else {
@@ -139,6 +140,7 @@ impl OpenIe {
 pub async fn extraction_of(doc: &Document, source: SourceRef, extractor: &Extractor) -> Result<Extraction, StageError> {
     Ok(match (doc.op, &doc.triples) {
         (DocOp::Delete, _) => Extraction {
+            access: Vec::new(),
             schema_version: SCHEMA_VERSION,
             op: DocOp::Delete,
             doc_id: doc.id.clone(),
@@ -158,6 +160,7 @@ pub async fn extraction_of(doc: &Document, source: SourceRef, extractor: &Extrac
                 }
             }
             Extraction {
+                access: doc.access.clone(),
                 schema_version: SCHEMA_VERSION,
                 op: DocOp::Upsert,
                 doc_id: doc.id.clone(),
@@ -174,6 +177,7 @@ pub async fn extraction_of(doc: &Document, source: SourceRef, extractor: &Extrac
         (DocOp::Upsert, None) => {
             let got = extractor.extract(&doc.title, doc.text.as_deref().unwrap_or_default()).await?;
             Extraction {
+                access: doc.access.clone(),
                 schema_version: SCHEMA_VERSION,
                 op: DocOp::Upsert,
                 doc_id: doc.id.clone(),

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
+use crate::access::Reader;
 use crate::config::{Limits, Topics};
 use crate::error::StageFault;
 use crate::openie::{doc_change, DocChange};
@@ -19,6 +20,9 @@ pub trait DocSink: Send + Sync {
     /// Stores (id, title, text) passages, replacing earlier versions.
     fn upsert(&self, docs: &[(String, String, String)]) -> Result<(), StageFault>;
     fn remove(&self, id: &str) -> Result<(), StageFault>;
+    /// The access labels of the documents about to be upserted (id, labels; empty: public).
+    /// Handed over before their text, so new text is never read under the old labels.
+    fn access(&self, _docs: &[(String, Vec<String>)]) {}
     /// Where a persistent sink's durable state stands in the docs topic (partition -> next
     /// offset); None: the sink lives in memory and starts empty.
     fn position(&self) -> Option<BTreeMap<i32, i64>> {
@@ -36,9 +40,21 @@ pub trait DocSink: Send + Sync {
 pub struct Passages {
     docs: RwLock<HashMap<String, (String, String)>>,
     words: RwLock<HashMap<String, u32>>,
+    /// The access labels of the documents that have some (the others are public).
+    access: RwLock<HashMap<String, Box<[String]>>>,
 }
 
 impl Passages {
+    /// Whether `reader` may read the passage of `id` as the docs topic has it now: a passage
+    /// this store does not hold is read by [`Reader::All`] alone.
+    pub fn may_read(&self, id: &str, reader: &Reader) -> bool {
+        if reader.is_all() {
+            return true;
+        }
+        // the text lock first, as upserts take it
+        let known = self.docs.read().expect("passages lock").contains_key(id);
+        known && reader.may_read(self.access.read().expect("passages lock").get(id).into_iter().flat_map(|a| a.iter().map(String::as_str)))
+    }
     pub fn get(&self, id: &str) -> Option<(String, String)> {
         self.docs.read().expect("passages lock").get(id).cloned()
     }
@@ -69,6 +85,16 @@ impl Passages {
 }
 
 impl DocSink for Passages {
+    fn access(&self, docs: &[(String, Vec<String>)]) {
+        let mut m = self.access.write().expect("passages lock");
+        for (id, labels) in docs {
+            if labels.is_empty() {
+                m.remove(id);
+            } else {
+                m.insert(id.clone(), labels.clone().into());
+            }
+        }
+    }
     fn upsert(&self, docs: &[(String, String, String)]) -> Result<(), StageFault> {
         let mut m = self.docs.write().expect("passages lock");
         for (id, title, text) in docs {
@@ -83,6 +109,7 @@ impl DocSink for Passages {
         if let Some((t, x)) = self.docs.write().expect("passages lock").remove(id) {
             self.count(&t, &x, false);
         }
+        self.access.write().expect("passages lock").remove(id);
         Ok(())
     }
 }
@@ -127,21 +154,26 @@ impl DocsReader {
     /// Hands one batch to every sink: runs of upserts together (one embedding pass for the
     /// dense index), a deletion in its place, so the order of the topic is kept.
     pub fn apply(&self, batch: &[Record]) -> Result<(), StageFault> {
-        let mut upserts = Vec::new();
-        let flush = |upserts: &mut Vec<(String, String, String)>| -> Result<(), StageFault> {
+        let (mut upserts, mut labels) = (Vec::new(), Vec::new());
+        let flush = |upserts: &mut Vec<(String, String, String)>, labels: &mut Vec<(String, Vec<String>)>| -> Result<(), StageFault> {
             if !upserts.is_empty() {
                 for s in &self.sinks {
+                    s.access(labels);
                     blocking(|| s.upsert(upserts))?;
                 }
                 upserts.clear();
+                labels.clear();
             }
             Ok(())
         };
         for r in batch {
             match doc_change(&r.payload, &self.limits) {
-                Some(DocChange::Upsert { id, title, text }) => upserts.push((id, title, text)),
+                Some(DocChange::Upsert { id, title, text, access }) => {
+                    labels.push((id.clone(), access));
+                    upserts.push((id, title, text));
+                }
                 Some(DocChange::Delete { id }) => {
-                    flush(&mut upserts)?;
+                    flush(&mut upserts, &mut labels)?;
                     for s in &self.sinks {
                         blocking(|| s.remove(&id))?;
                     }
@@ -149,7 +181,7 @@ impl DocsReader {
                 None => {}
             }
         }
-        flush(&mut upserts)?;
+        flush(&mut upserts, &mut labels)?;
         let next = self.progress.after(batch);
         for s in &self.sinks {
             blocking(|| s.commit(&next))?;

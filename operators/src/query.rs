@@ -15,6 +15,7 @@ use crate::error::{StageError, StageFault};
 use crate::graph::GraphState;
 use crate::kg_writer::LiveGraph;
 use crate::passages::{DocSink, DocsReader, Passages};
+use crate::access::Reader;
 use crate::retrieve::{FactsReader, RetrieveError, Retrieved, Retriever};
 use crate::stages::{BuildError, QueryConfig, Shared};
 use crate::runtime::{Operator, Outcome};
@@ -62,6 +63,33 @@ pub fn answer_batch(g: &GraphState, retriever: &Retriever, qs: &[Query]) -> Resu
     Ok(qs.iter().zip(rs).map(|(q, r)| answer_of(g, retriever, q, r, ms)).collect())
 }
 
+/// Answers queries each on the graph its asker may read ([`Query::access`]): one batch per
+/// set of labels, on that labels' view of one version of `live`; then drops any document whose
+/// passage the docs topic has since given labels the asker may not read (a relabelled document,
+/// before the graph has it), so that new text is never read under old labels.
+pub fn answer_batch_as(live: &LiveGraph, retriever: &Retriever, passages: &Passages, qs: &[Query]) -> Result<Vec<Answer>, RetrieveError> {
+    let readers: Vec<Reader> = qs.iter().map(|q| Reader::of(q.access.as_deref())).collect();
+    let mut groups: Vec<(&Reader, Vec<usize>)> = Vec::new();
+    for (i, r) in readers.iter().enumerate() {
+        match groups.iter_mut().find(|(g, _)| *g == r) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((r, vec![i])),
+        }
+    }
+    let mut out: Vec<Option<Answer>> = vec![None; qs.len()];
+    for (reader, ix) in groups {
+        let g = live.current_for(reader);
+        let batch: Vec<Query> = ix.iter().map(|&i| qs[i].clone()).collect();
+        for (i, mut a) in ix.into_iter().zip(answer_batch(&g, retriever, &batch)?) {
+            if !reader.is_all() {
+                a.documents.retain(|d| passages.may_read(&d.id, reader));
+            }
+            out[i] = Some(a);
+        }
+    }
+    Ok(out.into_iter().map(|a| a.expect("one answer per query")).collect())
+}
+
 /// Puts a written answer into its message.
 pub fn written_into(a: &mut Answer, w: crate::answer::Written) {
     a.answer = Some(w.text);
@@ -77,6 +105,9 @@ pub fn validate(q: &Query, limits: &Limits) -> Result<(), StageError> {
     limits.check_question(&what, &q.question).map_err(StageError::user)?;
     if let Some(k) = q.top_k {
         limits.check_top_k(&what, k).map_err(StageError::user)?;
+    }
+    if let Some(a) = &q.access {
+        limits.check_access(&what, a).map_err(StageError::user)?;
     }
     Ok(())
 }
@@ -112,7 +143,7 @@ impl QueryStage {
         // the answer passages live in memory and are read from the start, by a reader of their own
         let passages = Arc::new(Passages::default());
         readers.push(DocsReader::new(shared.topics.clone(), vec![passages.clone() as Arc<dyn DocSink>]).with_limits(shared.limits.clone()));
-        let mut answerer = Answerer::new(passages);
+        let mut answerer = Answerer::new(passages.clone());
         if let Some(settings) = &cfg.answer_llm {
             answerer = answerer.with_llm(shared.llms.open("answer", settings).await?);
         }
@@ -131,7 +162,6 @@ impl Operator for QueryStage {
         self.topics.queries.clone()
     }
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, StageFault> {
-        let g = self.graph.current();
         let parsed: Vec<Result<Query, StageError>> = batch
             .iter()
             .map(|r| {
@@ -141,7 +171,7 @@ impl Operator for QueryStage {
             })
             .collect();
         let valid: Vec<Query> = parsed.iter().filter_map(|p| p.as_ref().ok().cloned()).collect();
-        let mut answers = match answer_batch(&g, &self.retriever, &valid) {
+        let mut answers = match answer_batch_as(&self.graph, &self.retriever, &self.answerer.passages, &valid) {
             Ok(mut a) => {
                 let written = futures::future::join_all(a.iter().map(|x| self.answerer.write(&x.question, &x.documents))).await;
                 for (x, w) in a.iter_mut().zip(written) {

@@ -104,6 +104,7 @@ mod tests {
 
     fn delta(doc: &str, s: &str, o: &str) -> Vec<u8> {
         let ex = Extraction {
+            access: Default::default(),
             schema_version: streamrag_schemas::SCHEMA_VERSION,
             op: Default::default(),
             doc_id: doc.into(),

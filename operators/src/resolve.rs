@@ -67,6 +67,7 @@ pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> Grap
         });
     }
     GraphDelta {
+        access: ex.access.clone(),
         schema_version: SCHEMA_VERSION,
         op: ex.op,
         doc_id: ex.doc_id.clone(),
@@ -520,6 +521,7 @@ mod tests {
     #[test]
     fn variants_of_a_name_get_one_id() {
         let ex = Extraction {
+            access: Default::default(),
             schema_version: SCHEMA_VERSION,
             op: Default::default(),
             doc_id: "d".into(),

@@ -167,11 +167,20 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
     rows.insert("triples".to_string(), n);
     let n = write_table(&tmp.join("documents.parquet"), tables::documents(), docs.len(), |r| {
         let s = &docs[r];
+        let mut access = ListBuilder::new(StringBuilder::new())
+            .with_field(Arc::new(arrow_schema::Field::new("item", arrow_schema::DataType::Utf8, false)));
+        for d in s {
+            for a in d.access() {
+                access.values().append_value(a);
+            }
+            access.append(true);
+        }
         vec![
             strings(s.iter().map(|d| d.id())),
             strings(s.iter().map(|d| d.title())),
             Arc::new(UInt64Array::from_iter_values(s.iter().map(|d| d.entities().count() as u64))),
             Arc::new(UInt64Array::from_iter_values(s.iter().map(|d| d.triple_count() as u64))),
+            Arc::new(access.finish()),
         ]
     }, progress)?;
     rows.insert("documents".to_string(), n);
@@ -326,8 +335,19 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
     let mut docs: HashMap<String, DocEntry> = HashMap::new();
     read_table(dir, &m.files["documents"], |b| {
         let (id, title) = (col::<StringArray>(b, "doc_id")?, col::<StringArray>(b, "title")?);
+        // snapshots written before access labels have no such column: all public
+        let access = match b.column_by_name("access") {
+            Some(_) => Some(col::<ListArray>(b, "access")?),
+            None => None,
+        };
         for i in 0..b.num_rows() {
-            docs.insert(id.value(i).to_string(), DocEntry { title: title.value(i).to_string(), ..Default::default() });
+            let mut entry = DocEntry { title: title.value(i).to_string(), ..Default::default() };
+            if let Some(a) = access {
+                let labels = a.value(i);
+                let labels = labels.as_any().downcast_ref::<StringArray>().ok_or_else(|| SnapshotError::Invalid { path: PathBuf::new(), reason: "access is not a list of strings".into() })?;
+                entry.access = (0..labels.len()).map(|j| labels.value(j).to_string()).collect();
+            }
+            docs.insert(id.value(i).to_string(), entry);
         }
         Ok(())
     }, progress)?;

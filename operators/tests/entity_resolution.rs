@@ -89,6 +89,7 @@ fn only_the_same_name_merges_near_names_link_and_decisions_survive_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_resolve_stage_publishes_merged_ids() {
     let ex = |doc: &str, s: &str, o: &str| Extraction {
+        access: Default::default(),
         schema_version: streamrag_schemas::SCHEMA_VERSION,
         op: Default::default(),
         doc_id: doc.into(),

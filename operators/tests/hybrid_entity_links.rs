@@ -58,6 +58,7 @@ fn hybrid_resolved(dir: &std::path::Path, docs: Vec<(String, String, String)>, m
     for (i, (id, title, text)) in docs.iter().enumerate() {
         let got = streamrag_operators::extract::extract(title, text);
         let ex = Extraction {
+            access: Default::default(),
             schema_version: SCHEMA_VERSION,
             op: Default::default(),
             doc_id: id.clone(),

@@ -44,6 +44,8 @@ pub fn documents() -> Schema {
         utf8("title"),
         Field::new("entity_count", DataType::UInt64, false),
         Field::new("triple_count", DataType::UInt64, false),
+        // its access labels (empty: public)
+        utf8_list("access"),
     ])
 }
 

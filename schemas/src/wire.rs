@@ -60,11 +60,16 @@ pub struct Document {
     /// Free-form user metadata, carried along untouched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
+    /// Who may read it: a query sees this document (its passage, and the facts and names only
+    /// it supports) when it may read one of these labels. Empty: public.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<String>,
 }
 
 impl Document {
     pub fn upsert(id: impl Into<String>, title: impl Into<String>, text: impl Into<String>) -> Self {
         Document {
+            access: Default::default(),
             schema_version: SCHEMA_VERSION,
             op: DocOp::Upsert,
             id: id.into(),
@@ -77,6 +82,7 @@ impl Document {
 
     pub fn delete(id: impl Into<String>) -> Self {
         Document {
+            access: Default::default(),
             schema_version: SCHEMA_VERSION,
             op: DocOp::Delete,
             id: id.into(),
@@ -125,6 +131,9 @@ pub struct Extraction {
     /// Which extractor produced the triples: `passthrough`, `builtin`, `llm:<model>`.
     pub extractor: String,
     pub source: SourceRef,
+    /// The document's access labels, carried along (empty: public).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<String>,
 }
 
 /// A canonical entity: a stable id and the display name.
@@ -178,6 +187,9 @@ pub struct GraphDelta {
     pub links: Vec<EntityLink>,
     /// The docs-topic record this delta derives from.
     pub source: SourceRef,
+    /// The document's access labels, carried along (empty: public).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<String>,
 }
 
 /// `streamrag.graph-changes`: what applying one graph delta changed in the graph as a whole,
@@ -211,6 +223,10 @@ pub struct Query {
     /// How many documents to return (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<u32>,
+    /// The access labels the asker may read: the answer is made only from documents that are
+    /// public or carry one of them. Absent: every document (a trusted producer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<Vec<String>>,
 }
 
 /// `streamrag.subscriptions`: a standing query, keyed by its id. The topic is compacted: the
@@ -231,6 +247,10 @@ pub struct Subscription {
     /// How many documents each answer carries (default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<u32>,
+    /// The access labels of whoever registered it: its answers are made only from what they
+    /// may read (as [`Query::access`]). Absent: every document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<Vec<String>>,
 }
 
 /// A retrieved document.

@@ -105,6 +105,7 @@ fn document() {
 #[test]
 fn extraction() {
     let e = Extraction {
+        access: Default::default(),
         schema_version: 1,
         op: DocOp::Upsert,
         doc_id: "d".into(),
@@ -129,6 +130,7 @@ fn extraction() {
 #[test]
 fn graph_delta() {
     let d = GraphDelta {
+        access: Default::default(),
         schema_version: 1,
         op: DocOp::Upsert,
         doc_id: "d".into(),
@@ -191,8 +193,8 @@ fn query() {
     check(
         "query.schema.json",
         &[
-            Query { schema_version: 1, query_id: "q".into(), question: "why?".into(), top_k: None },
-            Query { schema_version: 1, query_id: "q".into(), question: "why?".into(), top_k: Some(3) },
+            Query { access: Default::default(), schema_version: 1, query_id: "q".into(), question: "why?".into(), top_k: None },
+            Query { access: Default::default(), schema_version: 1, query_id: "q".into(), question: "why?".into(), top_k: Some(3) },
         ],
         &[json!({"query_id": "q"}), json!({"question": "x"}), json!({"query_id": "q", "question": "x", "k": 2})],
     );
@@ -200,7 +202,7 @@ fn query() {
 
 #[test]
 fn subscription() {
-    let s = Subscription { schema_version: 1, op: DocOp::Upsert, subscription_id: "s".into(), question: "why?".into(), top_k: Some(3) };
+    let s = Subscription { access: Default::default(), schema_version: 1, op: DocOp::Upsert, subscription_id: "s".into(), question: "why?".into(), top_k: Some(3) };
     let gone = Subscription { op: DocOp::Delete, question: String::new(), top_k: None, ..s.clone() };
     check(
         "subscription.schema.json",

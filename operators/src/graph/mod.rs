@@ -5,6 +5,8 @@
 
 mod state;
 mod store;
+mod views;
 
 pub use state::{canonical_relation, Change, DocEntry, DocView, Dirty, EntityView, GraphState, GraphStats, TripleKey, TripleView};
 pub use store::{GraphStore, StoreError};
+pub use views::{build as view_of, Step, Views};

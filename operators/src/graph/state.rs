@@ -40,6 +40,9 @@ pub struct DocEntry {
     /// confidence in thousandths).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub links: BTreeSet<(String, String, u16)>,
+    /// Its access labels (empty: public; see [`crate::access`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub access: BTreeSet<String>,
 }
 
 /// Keys changed since the last persist, for the store to write.
@@ -117,6 +120,8 @@ struct Doc {
     triples: Vec<TIx>,
     /// Sorted, as in [`DocEntry::links`].
     links: Vec<(Arc<str>, Arc<str>, u16)>,
+    /// Its access labels, sorted (empty: public).
+    access: Box<[Box<str>]>,
 }
 
 impl Doc {
@@ -192,6 +197,9 @@ pub struct GraphState {
     /// Entity id -> (linked entity id, the document that carries the link, confidence in
     /// thousandths), both ways round. By id, not slot: either end may not be live.
     synonyms: HashMap<Arc<str>, Vec<(Arc<str>, Ix, u16)>>,
+    /// An access view ([`super::Views`]): the documents a restricted reader may read, and
+    /// nothing outside them may be read (passage indexes' hits included).
+    view: bool,
 }
 
 fn offset_key(topic: &str, partition: i32) -> String {
@@ -293,6 +301,10 @@ impl<'g> DocView<'g> {
     pub fn links(&self) -> impl Iterator<Item = (&'g str, &'g str, f32)> + 'g {
         self.d().links.iter().map(|(a, b, c)| (&**a, &**b, *c as f32 / 1000.0))
     }
+    /// Its access labels, sorted (empty: public).
+    pub fn access(&self) -> impl Iterator<Item = &'g str> + 'g {
+        self.d().access.iter().map(|a| &**a)
+    }
     /// The store's form of this document.
     pub fn to_entry(&self) -> DocEntry {
         DocEntry {
@@ -300,6 +312,7 @@ impl<'g> DocView<'g> {
             entities: self.entities().map(|(i, n)| (i.to_string(), n.to_string())).collect(),
             triples: self.triples().map(|(s, r, o)| (s.to_string(), r.to_string(), o.to_string())).collect(),
             links: self.d().links.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), *c)).collect(),
+            access: self.access().map(str::to_string).collect(),
         }
     }
 }
@@ -358,7 +371,8 @@ impl GraphState {
             .filter(|l| !l.id.is_empty() && !l.to_id.is_empty() && l.id != l.to_id)
             .map(|l| (l.id.clone(), l.to_id.clone(), (l.confidence.clamp(0.0, 1.0) * 1000.0).round() as u16))
             .collect();
-        Some(DocEntry { title: delta.title.clone(), entities, triples, links })
+        let access = delta.access.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+        Some(DocEntry { title: delta.title.clone(), entities, triples, links, access })
     }
 
     /// Whether the record at (topic, partition, offset) was applied already.
@@ -428,7 +442,7 @@ impl GraphState {
             (Some(i), _) => i,
             (None, Some(e)) => {
                 let id: Arc<str> = Arc::from(doc_id);
-                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), title_key: normalize(&e.title).into(), entities: vec![], triples: vec![], links: vec![] })
+                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), title_key: normalize(&e.title).into(), entities: vec![], triples: vec![], links: vec![], access: Box::default() })
             }
             (None, None) => unreachable!("handled above"),
         };
@@ -464,6 +478,7 @@ impl GraphState {
             if let Some(e) = &entry {
                 doc.title = e.title.clone().into();
                 doc.title_key = normalize(&e.title).into();
+                doc.access = e.access.iter().map(|a| a.as_str().into()).collect();
             }
             (std::mem::replace(&mut doc.entities, new_ents.clone()), std::mem::replace(&mut doc.triples, new_triples.clone()))
         };
@@ -725,6 +740,22 @@ impl GraphState {
     pub fn document_frequency(&self, id: &str) -> usize {
         self.entity(id).map(|e| e.df()).unwrap_or(0)
     }
+    /// Whether this is an access view: a document it does not hold may not be read (see
+    /// [`GraphState::readable`]).
+    pub fn is_view(&self) -> bool {
+        self.view
+    }
+
+    pub(super) fn mark_view(&mut self) {
+        self.view = true;
+    }
+
+    /// Whether a passage index's hit `doc_id` may be returned from this graph: any document
+    /// from the whole graph (one not extracted yet included), only its own from a view.
+    pub fn readable(&self, doc_id: &str) -> bool {
+        !self.view || self.docs.get(doc_id).is_some()
+    }
+
     pub fn version(&self) -> GraphVersion {
         GraphVersion { offsets: self.offsets.clone() }
     }
@@ -754,6 +785,9 @@ impl GraphState {
         }
         for d in self.docs() {
             digest = digest.wrapping_add(fnv1a(&["doc", d.id(), d.title()]));
+            for a in d.access() {
+                digest = digest.wrapping_add(fnv1a(&["access", d.id(), a]));
+            }
             for (a, b, c) in &d.d().links {
                 digest = digest.wrapping_add(fnv1a(&["link", d.id(), a, b, &c.to_string()]));
             }
@@ -784,6 +818,7 @@ mod tests {
 
     fn delta(doc: &str, triples: &[(&str, &str, &str)]) -> GraphDelta {
         GraphDelta {
+            access: Default::default(),
             schema_version: streamrag_schemas::SCHEMA_VERSION,
             op: DocOp::Upsert,
             doc_id: doc.into(),

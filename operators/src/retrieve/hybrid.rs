@@ -381,7 +381,7 @@ impl Hybrid {
 
     fn retrieve_one(&self, g: &GraphState, searcher: &tantivy::Searcher, q: &str, qv: Option<&[f32]>, k: usize) -> Result<Retrieved, RetrieveError> {
         let p = &self.params;
-        let Prior { scores: prior, bm25: bm25_ranked, dense: dense_ranked } = self.prior(searcher, q, qv)?;
+        let Prior { scores: prior, bm25: bm25_ranked, dense: dense_ranked } = self.prior(g, searcher, q, qv)?;
         let names = if p.names { link_names(g, q, p.max_ngram) } else { vec![] };
         // the words the question writes with a capital: proper names, not concepts
         let capitalised = capitalised_words(q);
@@ -567,12 +567,22 @@ impl Hybrid {
 
     /// BM25 and dense candidates, each scaled to [0, 1] (BM25 by its best score, dense from its
     /// worst to its best candidate), weighted and summed.
-    fn prior(&self, searcher: &tantivy::Searcher, q: &str, qv: Option<&[f32]>) -> Result<Prior, RetrieveError> {
+    /// From an access view, only the passages the view holds (the indexes asked for
+    /// [`super::VIEW_OVERFETCH`] times as many).
+    fn prior(&self, g: &GraphState, searcher: &tantivy::Searcher, q: &str, qv: Option<&[f32]>) -> Result<Prior, RetrieveError> {
         let p = &self.params;
         let mut prior: HashMap<String, f64> = HashMap::default();
         let (mut bm25, mut dense) = (Vec::new(), Vec::new());
+        let readable = |mut hits: Vec<ScoredDocument>| {
+            if g.is_view() {
+                hits.retain(|h| g.readable(&h.id));
+                hits.truncate(p.candidates);
+            }
+            hits
+        };
+        let candidates = if g.is_view() { p.candidates.saturating_mul(super::VIEW_OVERFETCH) } else { p.candidates };
         if p.bm25 > 0.0 {
-            let hits = self.bm25.search(searcher, q, p.candidates)?;
+            let hits = readable(self.bm25.search(searcher, q, candidates)?);
             let max = hits.first().map(|h| h.score).unwrap_or(0.0);
             if max > 0.0 {
                 for h in hits {
@@ -582,7 +592,7 @@ impl Hybrid {
             }
         }
         if let (Some(d), Some(qv), true) = (&self.dense, qv, p.dense > 0.0) {
-            let hits = d.nearest(qv, p.candidates);
+            let hits = readable(d.nearest(qv, candidates));
             if let (Some(hi), Some(lo)) = (hits.first().map(|h| h.score), hits.last().map(|h| h.score)) {
                 let span = (hi - lo).max(1e-9);
                 for h in hits {

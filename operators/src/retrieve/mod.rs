@@ -238,10 +238,29 @@ impl Retriever {
             Retriever::Hybrid(h) => blocking(|| h.retrieve_batch(g, qs)),
             Retriever::Ppr(p) => Ok(qs.iter().map(|(q, k)| ppr::retrieve(g, p, q, *k)).collect()),
             Retriever::Glm(m) => Ok(blocking(|| m.retrieve_batch(g, qs))?),
-            Retriever::Dense(d) => Ok(blocking(|| d.retrieve_batch(qs))?),
-            Retriever::Bm25(b) => Ok(blocking(|| b.retrieve_batch(qs))?),
+            Retriever::Dense(d) => Ok(readable(g, qs, |qs| blocking(|| d.retrieve_batch(qs)))?),
+            Retriever::Bm25(b) => Ok(readable(g, qs, |qs| blocking(|| b.retrieve_batch(qs)))?),
         }
     }
+}
+
+/// How many more hits a passage index is asked for when `g` is an access view, to find `k`
+/// its reader may read.
+pub const VIEW_OVERFETCH: usize = 4;
+
+/// A passage index's results for `qs`, only the documents `g` lets its reader read (each
+/// question asks the index for [`VIEW_OVERFETCH`] times its k from a view).
+fn readable<E>(g: &GraphState, qs: &[(&str, usize)], search: impl FnOnce(&[(&str, usize)]) -> Result<Vec<Retrieved>, E>) -> Result<Vec<Retrieved>, E> {
+    if !g.is_view() {
+        return search(qs);
+    }
+    let more: Vec<(&str, usize)> = qs.iter().map(|(q, k)| (*q, k.saturating_mul(VIEW_OVERFETCH))).collect();
+    let mut rs = search(&more)?;
+    for (r, (_, k)) in rs.iter_mut().zip(qs) {
+        r.documents.retain(|d| g.readable(&d.id));
+        r.documents.truncate(*k);
+    }
+    Ok(rs)
 }
 
 impl Retriever {
@@ -286,6 +305,7 @@ mod tests {
         for (i, (id, title, text)) in docs.iter().enumerate() {
             let got = crate::extract::extract(title, text);
             let ex = Extraction {
+                access: Default::default(),
                 schema_version: streamrag_schemas::SCHEMA_VERSION,
                 op: Default::default(),
                 doc_id: id.to_string(),

@@ -29,6 +29,7 @@ use crate::answer::text::STOP;
 use crate::answer::Answerer;
 use crate::config::Topics;
 use crate::error::StageFault;
+use crate::access::Reader;
 use crate::graph::GraphState;
 use crate::kg_writer::LiveGraph;
 use crate::normalize::{normalize, words};
@@ -74,6 +75,8 @@ impl From<StandingError> for StageFault {
 struct Sub {
     question: String,
     top_k: Option<u32>,
+    /// What its answers may be made from: its registrar's labels (None: everything).
+    access: Option<Vec<String>>,
     /// The dependency keys of its latest evaluation.
     keys: Vec<String>,
     /// The latest published answer.
@@ -118,6 +121,8 @@ pub struct Listed {
     pub question: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<Vec<String>>,
     /// Its latest answer; null until it has one.
     pub answer: Option<Answer>,
 }
@@ -148,20 +153,36 @@ impl Registry {
 
     /// The subscriptions, sorted by id, `limit` at most after `after` (exclusive), each with
     /// its question and latest answer.
-    pub fn list(&self, after: Option<&str>, limit: usize) -> Vec<Listed> {
+    /// Only those whose answers `reader` may see ([`Reader::covers`]).
+    pub fn list(&self, after: Option<&str>, limit: usize, reader: &Reader) -> Vec<Listed> {
         let inner = self.inner.lock().expect("registry lock");
-        let mut ids: Vec<&String> = inner.subs.keys().filter(|id| after.is_none_or(|a| id.as_str() > a)).collect();
+        let mut ids: Vec<&String> = inner
+            .subs
+            .iter()
+            .filter(|(id, s)| after.is_none_or(|a| id.as_str() > a) && reader.covers(&Reader::of(s.access.as_deref())))
+            .map(|(id, _)| id)
+            .collect();
         ids.sort();
         ids.into_iter()
             .take(limit)
             .map(|id| {
                 let s = &inner.subs[id];
-                Listed { subscription_id: id.clone(), question: s.question.clone(), top_k: s.top_k, answer: s.last.clone() }
+                Listed { subscription_id: id.clone(), question: s.question.clone(), top_k: s.top_k, access: s.access.clone(), answer: s.last.clone() }
             })
             .collect()
     }
 
     /// Every standing answer published from now on (subscribers filter by `query_id`).
+    /// The labels a subscription's answers are made with (None: no such subscription).
+    pub fn reader(&self, id: &str) -> Option<Reader> {
+        self.inner.lock().expect("registry lock").subs.get(id).map(|s| Reader::of(s.access.as_deref()))
+    }
+
+    /// How many subscriptions `reader` may see.
+    pub fn len_for(&self, reader: &Reader) -> usize {
+        self.inner.lock().expect("registry lock").subs.values().filter(|s| reader.covers(&Reader::of(s.access.as_deref()))).count()
+    }
+
     pub fn events(&self) -> broadcast::Receiver<Answer> {
         self.events.subscribe()
     }
@@ -176,12 +197,13 @@ impl Registry {
 
     /// Registers (or changes) a subscription; the answer it had is kept when the question did
     /// not change.
-    fn put(&self, id: &str, question: &str, top_k: Option<u32>, last: Option<Answer>) {
+    fn put(&self, id: &str, question: &str, top_k: Option<u32>, access: Option<Vec<String>>, last: Option<Answer>) {
         let mut inner = self.inner.lock().expect("registry lock");
-        let keep = inner.subs.get(id).filter(|s| s.question == question && s.top_k == top_k).and_then(|s| s.last.clone());
-        let last = keep.or(last).filter(|a| a.question == question);
+        let keep = inner.subs.get(id).filter(|s| s.question == question && s.top_k == top_k && s.access == access).and_then(|s| s.last.clone());
+        // an answer stored before the labels changed was made for other eyes: made again
+        let last = keep.or(last.filter(|_| !inner.subs.get(id).is_some_and(|s| s.access != access))).filter(|a| a.question == question);
         inner.unindex(id);
-        inner.subs.insert(id.to_string(), Sub { question: question.to_string(), top_k, keys: Vec::new(), last });
+        inner.subs.insert(id.to_string(), Sub { question: question.to_string(), top_k, access, keys: Vec::new(), last });
         self.subscriptions.store(inner.subs.len() as i64, Relaxed);
     }
 
@@ -203,7 +225,7 @@ impl Registry {
 
     fn query_of(&self, id: &str) -> Option<Query> {
         let inner = self.inner.lock().expect("registry lock");
-        inner.subs.get(id).map(|s| Query { schema_version: SCHEMA_VERSION, query_id: id.to_string(), question: s.question.clone(), top_k: s.top_k })
+        inner.subs.get(id).map(|s| Query { access: s.access.clone(), schema_version: SCHEMA_VERSION, query_id: id.to_string(), question: s.question.clone(), top_k: s.top_k })
     }
 }
 
@@ -325,9 +347,9 @@ impl Standing {
 
     /// Registers a subscription, with its last published answer read from the store;
     /// [`Self::evaluate`] answers it.
-    pub fn register(&self, id: &str, question: &str, top_k: Option<u32>) -> Result<(), StandingError> {
+    pub fn register(&self, id: &str, question: &str, top_k: Option<u32>, access: Option<Vec<String>>) -> Result<(), StandingError> {
         let last = self.store.get(id.as_bytes())?.and_then(|v| serde_json::from_slice::<Answer>(&v).ok());
-        self.registry.put(id, question, top_k, last);
+        self.registry.put(id, question, top_k, access, last);
         Ok(())
     }
 
@@ -445,8 +467,7 @@ impl Standing {
         if queries.is_empty() {
             return Ok((Vec::new(), None));
         }
-        let g = self.graph.current();
-        let answers = match crate::runtime::blocking(|| crate::query::answer_batch(&g, &self.retriever, &queries)) {
+        let answers = match crate::runtime::blocking(|| crate::query::answer_batch_as(&self.graph, &self.retriever, &self.answerer.passages, &queries)) {
             Ok(a) => a,
             Err(e) => {
                 // the subscriptions keep their answers and dependencies; the next change tries again
@@ -455,6 +476,8 @@ impl Standing {
             }
         };
         self.evaluations.fetch_add(answers.len() as i64, Relaxed);
+        // what each answer depends on, read from the whole graph: the keys only match changes
+        let g = self.graph.current();
         let mut out = Vec::new();
         let mut batch = sled::Batch::default();
         for mut a in answers {
@@ -501,6 +524,7 @@ mod tests {
         let mut names: Vec<&str> = facts.iter().flat_map(|f| [f.0, f.2]).collect();
         names.dedup();
         GraphDelta {
+            access: Default::default(),
             schema_version: SCHEMA_VERSION,
             op: DocOp::Upsert,
             doc_id: doc.into(),
@@ -550,7 +574,7 @@ mod tests {
         let husband = answer("In which city was the husband of Marie Curie born?", &["marie"], &["Marie Curie"], &[("Marie Curie", "born in", "Warsaw")]);
         let river = answer("Which river flows through Warsaw?", &["warsaw"], &["Warsaw"], &[]);
         for (id, a) in [("husband", &husband), ("river", &river)] {
-            r.put(id, &a.question, None, None);
+            r.put(id, &a.question, None, None, None);
             r.inner.lock().unwrap().index(id, answer_keys(&g, a));
         }
         let reached = |r: &Registry, g: &GraphState, c: &GraphChange| r.affected(&change_keys(g, c));

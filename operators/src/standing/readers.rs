@@ -26,6 +26,9 @@ pub fn validate(s: &Subscription, limits: &Limits) -> Result<(), StageError> {
     if let Some(k) = s.top_k {
         limits.check_top_k(&what, k).map_err(StageError::user)?;
     }
+    if let Some(a) = &s.access {
+        limits.check_access(&what, a).map_err(StageError::user)?;
+    }
     Ok(())
 }
 
@@ -78,7 +81,7 @@ impl Operator for SubscriptionsReader {
                     self.standing.unsubscribe(&s.subscription_id)?;
                 }
                 DocOp::Upsert => {
-                    self.standing.register(&s.subscription_id, &s.question, s.top_k)?;
+                    self.standing.register(&s.subscription_id, &s.question, s.top_k, s.access.clone())?;
                     fresh.push(s.subscription_id);
                 }
             }

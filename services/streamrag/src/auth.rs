@@ -33,6 +33,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use streamrag_operators::access::Reader;
 use streamrag_operators::hash::hex;
 
 /// What a token may do.
@@ -68,6 +69,24 @@ impl Caller {
     fn may(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
     }
+
+    /// What it may read: an admin every document, any other token the public documents and
+    /// those carrying one of its access labels.
+    pub fn reader(&self) -> Reader {
+        if self.scopes.contains(&Scope::Admin) {
+            Reader::All
+        } else {
+            Reader::Labels(self.access.clone())
+        }
+    }
+}
+
+/// The request's caller, for a handler: `Option<Extension<Arc<Caller>>>`.
+pub type MaybeCaller = Option<axum::Extension<Arc<Caller>>>;
+
+/// What the request's caller may read: every document when the node has no tokens.
+pub fn reader_of(caller: &MaybeCaller) -> Reader {
+    caller.as_ref().map(|c| c.0.reader()).unwrap_or(Reader::All)
 }
 
 #[derive(Deserialize)]

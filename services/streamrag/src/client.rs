@@ -185,7 +185,7 @@ pub async fn ingest(target: &Target, topics: &Topics, items: Vec<Line>) -> Resul
 /// directory (a running node answers with its own).
 /// The question is checked against `limits` before it goes anywhere.
 pub async fn ask(target: &Target, topics: &Topics, limits: &Limits, question: &str, top_k: Option<u32>, timeout: Duration, retriever: &RetrieverChoice) -> Result<Answer> {
-    let q = Query { schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question: question.to_string(), top_k };
+    let q = Query { access: Default::default(), schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question: question.to_string(), top_k };
     query::validate(&q, limits).map_err(|e| anyhow::anyhow!(e.message))?;
     match target {
         Target::Http(addr) => {

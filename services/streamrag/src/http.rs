@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use streamrag_operators::{openie, StageError};
 use streamrag_schemas::{Answer, Document, Query, SCHEMA_VERSION};
 
+use crate::auth::{reader_of, MaybeCaller};
 use crate::node::Node;
 
 pub struct ApiState {
@@ -96,11 +97,12 @@ async fn stats(State(s): State<Arc<ApiState>>) -> Response {
 }
 
 /// `GET /documents/{id}`: a live document's title and text, as the query stage reads them.
-async fn document(State(s): State<Arc<ApiState>>, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+/// A document the caller may not read is as absent as one that does not exist.
+async fn document(State(s): State<Arc<ApiState>>, caller: MaybeCaller, axum::extract::Path(id): axum::extract::Path<String>) -> Response {
     let Some(passages) = &s.node.passages else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "this process runs no query stage, so it keeps no document text");
     };
-    match passages.get(&id) {
+    match passages.get(&id).filter(|_| passages.may_read(&id, &reader_of(&caller))) {
         Some((title, text)) => Json(json!({ "id": id, "title": title, "text": text })).into_response(),
         None => error(StatusCode::NOT_FOUND, format!("no live document {id:?}")),
     }
@@ -176,12 +178,13 @@ pub fn new_query_id() -> String {
     format!("q-{}-{}-{}", streamrag_operators::transport::now_ms(), std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-async fn query(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Response {
+async fn query(State(s): State<Arc<ApiState>>, caller: MaybeCaller, body: axum::body::Bytes) -> Response {
     let q: QueryBody = match serde_json::from_slice(&body) {
         Ok(q) => q,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("expected {{\"question\": ...}}: {e}")),
     };
-    let query = Query { schema_version: SCHEMA_VERSION, query_id: q.query_id.unwrap_or_else(new_query_id), question: q.question, top_k: q.top_k };
+    let access = reader_of(&caller).to_field();
+    let query = Query { schema_version: SCHEMA_VERSION, query_id: q.query_id.unwrap_or_else(new_query_id), question: q.question, top_k: q.top_k, access };
     match answer(&s, &query).await {
         Ok(a) => Json(a).into_response(),
         Err((status, message)) => error(status, message),

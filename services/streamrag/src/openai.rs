@@ -173,7 +173,7 @@ fn stream_body(id: &str, created: i64, a: &Answer) -> String {
     body
 }
 
-pub async fn chat(State(s): State<Arc<ApiState>>, body: Result<Bytes, BytesRejection>) -> Response {
+pub async fn chat(State(s): State<Arc<ApiState>>, caller: crate::auth::MaybeCaller, body: Result<Bytes, BytesRejection>) -> Response {
     let body = match body {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => return error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", Some("request_too_large"), None, "the request body is over the node's limit"),
@@ -190,7 +190,7 @@ pub async fn chat(State(s): State<Arc<ApiState>>, body: Result<Bytes, BytesRejec
         Ok(q) => q,
         Err(r) => return r,
     };
-    let query = Query { schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question, top_k: req.top_k };
+    let query = Query { schema_version: SCHEMA_VERSION, query_id: crate::http::new_query_id(), question, top_k: req.top_k, access: crate::auth::reader_of(&caller).to_field() };
     let a = match crate::http::answer(&s, &query).await {
         Ok(a) => a,
         Err((StatusCode::GATEWAY_TIMEOUT, message)) => return error(StatusCode::GATEWAY_TIMEOUT, "server_error", Some("timeout"), None, message),

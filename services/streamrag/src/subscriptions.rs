@@ -22,7 +22,9 @@ use streamrag_operators::standing::Standing;
 use streamrag_operators::transport::Output;
 use streamrag_schemas::{encode, Answer, DocOp, Subscription, SCHEMA_VERSION};
 
+use crate::auth::{reader_of, MaybeCaller};
 use crate::http::{error, status_of, ApiState};
+use streamrag_operators::access::Reader;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,7 +52,7 @@ async fn publish(s: &ApiState, sub: &Subscription) -> Result<(), Response> {
     s.node.transport.produce(&[out]).await.map(|_| ()).map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, format!("could not publish the subscription: {e}")))
 }
 
-pub async fn subscribe(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) -> Response {
+pub async fn subscribe(State(s): State<Arc<ApiState>>, caller: MaybeCaller, body: axum::body::Bytes) -> Response {
     let standing = match standing(&s) {
         Ok(st) => st.clone(),
         Err(r) => return r,
@@ -59,7 +61,14 @@ pub async fn subscribe(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) 
         Ok(b) => b,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("expected {{\"question\": ...}}: {e}")),
     };
-    let sub = Subscription { schema_version: SCHEMA_VERSION, op: DocOp::Upsert, subscription_id: b.id.unwrap_or_else(new_id), question: b.question, top_k: b.top_k };
+    let reader = reader_of(&caller);
+    let id = b.id.unwrap_or_else(new_id);
+    // posting an id again changes its question: only for whoever may see its answers
+    if standing.registry.reader(&id).is_some_and(|r| !reader.covers(&r)) {
+        return error(StatusCode::FORBIDDEN, format!("subscription {id:?} was registered by a caller who may read more than this token"));
+    }
+    // its answers are made from what its registrar may read
+    let sub = Subscription { schema_version: SCHEMA_VERSION, op: DocOp::Upsert, subscription_id: id, question: b.question, top_k: b.top_k, access: reader.to_field() };
     if let Err(e) = validate(&sub, &s.node.config.limits) {
         return error(status_of(&e), e.message);
     }
@@ -78,11 +87,20 @@ pub async fn subscribe(State(s): State<Arc<ApiState>>, body: axum::body::Bytes) 
     (StatusCode::CREATED, Json(json!({ "subscription_id": sub.subscription_id, "answer": first }))).into_response()
 }
 
-pub async fn latest(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+/// Whether `caller` may see the answers of subscription `id` (it exists and `caller` may read
+/// all that its registrar may). One it may not see is as absent as one that does not exist.
+fn visible(standing: &Standing, caller: &MaybeCaller, id: &str) -> bool {
+    standing.registry.reader(id).is_some_and(|r| reader_of(caller).covers(&r))
+}
+
+pub async fn latest(State(s): State<Arc<ApiState>>, caller: MaybeCaller, Path(id): Path<String>) -> Response {
     let standing = match standing(&s) {
         Ok(st) => st,
         Err(r) => return r,
     };
+    if !visible(standing, &caller, &id) {
+        return error(StatusCode::NOT_FOUND, format!("no subscription {id:?}"));
+    }
     match standing.registry.latest(&id) {
         None => error(StatusCode::NOT_FOUND, format!("no subscription {id:?}")),
         Some(None) => (StatusCode::ACCEPTED, Json(json!({ "subscription_id": id, "answer": null }))).into_response(),
@@ -90,15 +108,15 @@ pub async fn latest(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> R
     }
 }
 
-pub async fn unsubscribe(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+pub async fn unsubscribe(State(s): State<Arc<ApiState>>, caller: MaybeCaller, Path(id): Path<String>) -> Response {
     let standing = match standing(&s) {
         Ok(st) => st,
         Err(r) => return r,
     };
-    if standing.registry.latest(&id).is_none() {
+    if !visible(standing, &caller, &id) {
         return error(StatusCode::NOT_FOUND, format!("no subscription {id:?}"));
     }
-    let sub = Subscription { schema_version: SCHEMA_VERSION, op: DocOp::Delete, subscription_id: id.clone(), question: String::new(), top_k: None };
+    let sub = Subscription { access: Default::default(), schema_version: SCHEMA_VERSION, op: DocOp::Delete, subscription_id: id.clone(), question: String::new(), top_k: None };
     match publish(&s, &sub).await {
         Ok(()) => Json(json!({ "subscription_id": id, "deleted": true })).into_response(),
         Err(r) => r,
@@ -110,37 +128,58 @@ fn event(a: &Answer) -> Result<Event, Infallible> {
 }
 
 /// The latest answer, then every new one, as server-sent events named `answer`.
-pub async fn events(State(s): State<Arc<ApiState>>, Path(id): Path<String>) -> Response {
+pub async fn events(State(s): State<Arc<ApiState>>, caller: MaybeCaller, Path(id): Path<String>) -> Response {
     let standing = match standing(&s) {
         Ok(st) => st,
         Err(r) => return r,
     };
+    if !visible(standing, &caller, &id) {
+        return error(StatusCode::NOT_FOUND, format!("no subscription {id:?}"));
+    }
     // subscribe to the stream before reading the latest, so nothing falls between the two
     let rx = standing.registry.events();
     let Some(latest) = standing.registry.latest(&id) else {
         return error(StatusCode::NOT_FOUND, format!("no subscription {id:?}"));
     };
-    answers_stream(latest, rx, Some(id))
+    answers_stream(latest, rx, Filter::One(id))
 }
 
 /// Every standing answer this process publishes from now on, whatever its subscription, as
 /// server-sent events named `answer` (`query_id` is the subscription's id): one connection
 /// for a page that shows them all.
-pub async fn all_events(State(s): State<Arc<ApiState>>) -> Response {
+/// Only those of the subscriptions the caller may see.
+pub async fn all_events(State(s): State<Arc<ApiState>>, caller: MaybeCaller) -> Response {
     match standing(&s) {
-        Ok(st) => answers_stream(None, st.registry.events(), None),
+        Ok(st) => answers_stream(None, st.registry.events(), Filter::Visible(st.clone(), reader_of(&caller))),
         Err(r) => r,
     }
 }
 
-fn answers_stream(first: Option<Answer>, rx: tokio::sync::broadcast::Receiver<Answer>, only: Option<String>) -> Response {
+/// Which answers an event stream carries.
+#[derive(Clone)]
+enum Filter {
+    One(String),
+    /// Those of the subscriptions this reader may see.
+    Visible(Arc<Standing>, Reader),
+}
+
+impl Filter {
+    fn passes(&self, a: &Answer) -> bool {
+        match self {
+            Filter::One(id) => a.query_id == *id,
+            Filter::Visible(st, reader) => st.registry.reader(&a.query_id).is_some_and(|r| reader.covers(&r)),
+        }
+    }
+}
+
+fn answers_stream(first: Option<Answer>, rx: tokio::sync::broadcast::Receiver<Answer>, only: Filter) -> Response {
     let first = stream::iter(first.as_ref().map(event));
     let next = stream::unfold(rx, move |mut rx| {
         let only = only.clone();
         async move {
             loop {
                 match rx.recv().await {
-                    Ok(a) if only.as_ref().is_none_or(|id| a.query_id == *id) => return Some((event(&a), rx)),
+                    Ok(a) if only.passes(&a) => return Some((event(&a), rx)),
                     Ok(_) => continue,
                     // too slow a reader missed some: the next one it gets is the newest anyway
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
@@ -166,7 +205,7 @@ pub struct ListParams {
 
 /// `GET /subscriptions`: the subscriptions sorted by id, a page at a time, each with its
 /// question and latest answer; `next` is the `after` of the next page (null on the last).
-pub async fn list(State(s): State<Arc<ApiState>>, q: Result<axum::extract::Query<ListParams>, axum::extract::rejection::QueryRejection>) -> Response {
+pub async fn list(State(s): State<Arc<ApiState>>, caller: MaybeCaller, q: Result<axum::extract::Query<ListParams>, axum::extract::rejection::QueryRejection>) -> Response {
     let standing = match standing(&s) {
         Ok(st) => st,
         Err(r) => return r,
@@ -179,8 +218,9 @@ pub async fn list(State(s): State<Arc<ApiState>>, q: Result<axum::extract::Query
     if !(1..=1000).contains(&limit) {
         return error(StatusCode::BAD_REQUEST, format!("limit must be 1 to 1000, not {limit}"));
     }
-    let page = standing.registry.list(q.after.as_deref(), limit + 1);
+    let reader = reader_of(&caller);
+    let page = standing.registry.list(q.after.as_deref(), limit + 1, &reader);
     let next = (page.len() > limit).then(|| page[limit - 1].subscription_id.clone());
     let page = &page[..page.len().min(limit)];
-    Json(json!({ "subscriptions": page, "total": standing.registry.len(), "next": next })).into_response()
+    Json(json!({ "subscriptions": page, "total": standing.registry.len_for(&reader), "next": next })).into_response()
 }

@@ -78,7 +78,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
         stats.triples
     );
     for q in &questions {
-        let query = streamrag_schemas::Query { schema_version: SCHEMA_VERSION, query_id: http::new_query_id(), question: q.clone(), top_k: Some(3) };
+        let query = streamrag_schemas::Query { access: Default::default(), schema_version: SCHEMA_VERSION, query_id: http::new_query_id(), question: q.clone(), top_k: Some(3) };
         let answer = node.ask(&query, Duration::from_secs(30)).await?;
         super::ask::print_answer(&answer, false);
         println!();

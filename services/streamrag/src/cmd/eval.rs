@@ -206,7 +206,7 @@ async fn ask_unanswerable(node: &Arc<Node>, ds: &Dataset, questions: &[&Question
     let out = futures::stream::iter(made.into_iter().enumerate())
         .map(|(i, text)| {
             let node = node.clone();
-            let query = Query { schema_version: SCHEMA_VERSION, query_id: format!("unanswerable-{i}"), question: text.clone(), top_k: Some(5) };
+            let query = Query { access: Default::default(), schema_version: SCHEMA_VERSION, query_id: format!("unanswerable-{i}"), question: text.clone(), top_k: Some(5) };
             async move { node.ask(&query, Duration::from_secs(3600)).await.map(|a| (text, a)) }
         })
         .buffered(concurrency.max(1))
@@ -266,7 +266,7 @@ pub async fn run(o: EvalArgs) -> Result<()> {
     let mut answers: Vec<(usize, streamrag_schemas::Answer)> = futures::stream::iter(questions.iter().enumerate())
         .map(|(i, q)| {
             let node = node2.clone();
-            let query = Query { schema_version: SCHEMA_VERSION, query_id: format!("eval-{}-{}", q.index, q.id), question: q.text.clone(), top_k: Some(5) };
+            let query = Query { access: Default::default(), schema_version: SCHEMA_VERSION, query_id: format!("eval-{}-{}", q.index, q.id), question: q.text.clone(), top_k: Some(5) };
             async move { node.ask(&query, Duration::from_secs(3600)).await.map(|a| (i, a)) }
         })
         .buffer_unordered(o.concurrency.max(1))

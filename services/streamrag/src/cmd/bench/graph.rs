@@ -39,6 +39,7 @@ impl Gen {
             triples.push(ResolvedTriple { subject_id: s.clone(), subject: s, relation: rel, object_id: o.clone(), object: o });
         }
         GraphDelta {
+            access: Default::default(),
             schema_version: SCHEMA_VERSION,
             op: Default::default(),
             doc_id: format!("doc-{doc}"),

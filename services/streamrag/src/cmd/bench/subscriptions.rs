@@ -113,7 +113,7 @@ pub async fn run(a: BenchSubscriptionsArgs, file: FileConfig) -> Result<()> {
         .iter()
         .enumerate()
         .map(|(i, q)| {
-            let s = Subscription { schema_version: SCHEMA_VERSION, op: DocOp::Upsert, subscription_id: format!("bench-{i}"), question: q.clone(), top_k: None };
+            let s = Subscription { access: Default::default(), schema_version: SCHEMA_VERSION, op: DocOp::Upsert, subscription_id: format!("bench-{i}"), question: q.clone(), top_k: None };
             Output { topic: topics.subscriptions.clone(), key: s.subscription_id.clone(), payload: encode(&s) }
         })
         .collect();
