@@ -39,6 +39,11 @@ pub struct EvalArgs {
     /// Also measure the hybrid with each of its parts switched off in turn.
     #[arg(long)]
     pub ablate: bool,
+    /// Also time retrieval with access labels: every other document (by id) labelled
+    /// `hidden`, the questions asked by a reader of public documents only, against the same
+    /// questions without labels, on the same graph and indexes.
+    #[arg(long)]
+    pub access: bool,
     /// A checkpoint `streamrag train` wrote (for --retriever glm).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
@@ -106,6 +111,52 @@ fn ablate(node: &Node, h: &Hybrid, questions: &[&Question]) -> Result<Vec<(&'sta
         out.push((name, acc));
     }
     Ok(out)
+}
+
+/// Retrieval latency on the same graph and indexes with and without access labels: every
+/// other document (sorted by id) labelled `hidden`, a reader of the public documents only
+/// (its view built once, timed apart), each question alone, the two runs alternating. Checks
+/// that no hidden document comes back.
+fn access_bench(node: &Node, r: &Retriever, questions: &[&Question]) -> Result<serde_json::Value> {
+    use streamrag_operators::access::Reader;
+    use streamrag_operators::graph::{view_of, Dirty};
+    let g = node.graph.as_ref().expect("kg-writer runs").current();
+    let mut labelled = (*g).clone();
+    let mut ids: Vec<String> = g.docs().map(|d| d.id().to_string()).collect();
+    ids.sort();
+    let hidden: std::collections::HashSet<&String> = ids.iter().skip(1).step_by(2).collect();
+    for id in &hidden {
+        let mut e = g.doc(id).expect("listed").to_entry();
+        e.access.insert("hidden".into());
+        labelled.apply(id, Some(e), &mut Dirty::default());
+    }
+    let t = Instant::now();
+    let view = view_of(&labelled, &Reader::Labels(Default::default()));
+    let build_ms = t.elapsed().as_secs_f64() * 1e3;
+    let (mut plain, mut restricted, mut leaked, mut found) = (Vec::new(), Vec::new(), 0usize, 0usize);
+    for q in questions {
+        let t = Instant::now();
+        r.retrieve(&g, &q.text, 5)?;
+        plain.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let got = r.retrieve(&view, &q.text, 5)?;
+        restricted.push(t.elapsed().as_secs_f64() * 1e3);
+        leaked += got.documents.iter().filter(|d| hidden.contains(&d.id)).count();
+        found += got.documents.len();
+    }
+    if leaked > 0 {
+        bail!("{leaked} hidden documents came back to a reader of public documents");
+    }
+    let (p50, p95) = (quantile(&mut plain.clone(), 0.5), quantile(&mut plain, 0.95));
+    let (l50, l95) = (quantile(&mut restricted.clone(), 0.5), quantile(&mut restricted, 0.95));
+    Ok(json!({
+        "documents": ids.len(), "hidden": hidden.len(), "view_build_ms": round1(build_ms),
+        "view": {"documents": view.document_count(), "entities": view.entity_count(), "triples": view.triple_count()},
+        "no_labels_ms": {"p50": round1(p50), "p95": round1(p95)},
+        "half_hidden_ms": {"p50": round1(l50), "p95": round1(l95)},
+        "ratio": {"p50": (l50 / p50.max(1e-9) * 100.0).round() / 100.0, "p95": (l95 / p95.max(1e-9) * 100.0).round() / 100.0},
+        "documents_returned_per_question": (found as f64 / questions.len().max(1) as f64 * 10.0).round() / 10.0,
+    }))
 }
 
 /// Starts an embedded node under `data` (a fresh temporary directory when None) and sends the
@@ -282,6 +333,10 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         (Some(Retriever::Hybrid(h)), true) => ablate(&node, h, &questions)?,
         _ => vec![],
     };
+    let access = match (&node.retriever, o.access) {
+        (Some(r), true) => Some(access_bench(&node, r, &questions)?),
+        _ => None,
+    };
     tasks.join(&node).await?;
     if temp {
         let _ = std::fs::remove_dir_all(&dir);
@@ -336,6 +391,9 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         "per_question": per_question,
     });
     let mut report = report;
+    if let Some(a) = &access {
+        report["access"] = a.clone();
+    }
     if o.answers {
         let answered_by = answers.iter().find_map(|(_, a)| a.answered_by.clone().filter(|b| b != "none")).unwrap_or_else(|| "extractive".into());
         let abstained = unanswerable.iter().filter(|(_, a)| a.abstained).count();
@@ -363,6 +421,12 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         row(k, v);
     }
     println!("  query latency p50 {} ms, p95 {} ms; {ask_s:.1}s for all questions", report["latency_ms"]["p50"], report["latency_ms"]["p95"]);
+    if let Some(a) = &access {
+        println!(
+            "  access labels ({} of {} documents hidden; view built in {} ms): retrieval p50 {} -> {} ms ({}x), p95 {} -> {} ms ({}x), no hidden document returned",
+            a["hidden"], a["documents"], a["view_build_ms"], a["no_labels_ms"]["p50"], a["half_hidden_ms"]["p50"], a["ratio"]["p50"], a["no_labels_ms"]["p95"], a["half_hidden_ms"]["p95"], a["ratio"]["p95"]
+        );
+    }
     if !ablation.is_empty() {
         println!("  ablation (each part switched off in turn):");
         for (name, a) in &ablation {
