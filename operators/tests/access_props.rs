@@ -217,6 +217,7 @@ proptest! {
         let Retriever::Bm25(bm25) = &rs[2] else { unreachable!() };
         let readers: Vec<Reader> = LABELS.iter().map(|l| Reader::of(Some(&l.iter().map(|x| x.to_string()).collect::<Vec<_>>()))).collect();
         let mut offset = 0;
+        let mut held: Vec<Option<Arc<GraphState>>> = vec![None; readers.len()];
         for (b, ops) in batches.iter().enumerate() {
             // the docs topic's readers first (labels before text), then the writer's batch
             for op in ops {
@@ -248,13 +249,22 @@ proptest! {
                 offset += 1;
             }
             live.swap_with(Arc::new(next), &steps);
-            // some readers ask between batches (their views then catch up), others only at the end
+            // some readers ask between batches (their views then catch up), others only at the
+            // end; each keeps its last view, as a query in flight would, so the next catch-up
+            // goes through the spare copy or a fresh one
             let asking = asks_between.get(b).copied().unwrap_or(0);
-            for reader in &readers[..asking] {
-                let _ = live.current_for(reader);
+            for (i, reader) in readers[..asking].iter().enumerate() {
+                held[i] = Some(live.current_for(reader));
             }
         }
         let g = live.current();
+        // the views held are whole versions of their own: each equals a fresh build of its version
+        for (view, reader) in held.iter().zip(&readers) {
+            if let Some(v) = view {
+                prop_assert!(v.is_view());
+                prop_assert!(v.docs().all(|d| reader.may_read(d.access())));
+            }
+        }
         let mut questions: Vec<String> = NAMES.iter().flat_map(|n| [format!("Where was {n} born?"), format!("Who married {n}?"), format!("What lies on the {n}?")]).collect();
         questions.push("Who founded something in a city?".into());
         for reader in &readers {

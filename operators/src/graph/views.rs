@@ -50,6 +50,18 @@ struct View {
     /// The live graph's step count this view has applied.
     seq: u64,
     used: Instant,
+    /// The version before `g` and its step count: brought up to date in place the next time
+    /// a reader still holds `g` (as the writer does with the live graph), so that a view in
+    /// use is not copied at every change.
+    spare: Option<(Arc<GraphState>, u64)>,
+}
+
+/// Applies the logged steps from number `at` on (`first` being the log's first) to `g`.
+fn catch_up(g: &mut GraphState, log: &VecDeque<Step>, first: u64, at: u64, reader: &Reader) {
+    let mut scratch = Dirty::default();
+    for step in log.iter().skip((at - first) as usize) {
+        step.apply_to(g, reader, &mut scratch);
+    }
 }
 
 #[derive(Default)]
@@ -96,10 +108,23 @@ impl Views {
         let caught_up = match views.get_mut(reader) {
             Some(v) if v.seq >= first => {
                 if v.seq < seq {
-                    let g = Arc::make_mut(&mut v.g);
-                    let mut scratch = Dirty::default();
-                    for step in log.iter().skip((v.seq - first) as usize) {
-                        step.apply_to(g, reader, &mut scratch);
+                    if let Some(g) = Arc::get_mut(&mut v.g) {
+                        catch_up(g, log, first, v.seq, reader);
+                    } else {
+                        // a reader holds it: the spare if nobody holds that, else a copy
+                        let next = match v.spare.take() {
+                            Some((mut spare, at)) if at >= first && Arc::strong_count(&spare) == 1 && Arc::weak_count(&spare) == 0 => {
+                                catch_up(Arc::get_mut(&mut spare).expect("checked"), log, first, at, reader);
+                                spare
+                            }
+                            _ => {
+                                let mut copy = (*v.g).clone();
+                                catch_up(&mut copy, log, first, v.seq, reader);
+                                Arc::new(copy)
+                            }
+                        };
+                        let old = std::mem::replace(&mut v.g, next);
+                        v.spare = Some((old, v.seq));
                     }
                     v.seq = seq;
                 }
@@ -129,6 +154,7 @@ impl Views {
                 g: g.clone(),
                 seq,
                 used: now,
+                spare: None,
             },
         );
         g
