@@ -424,28 +424,7 @@ fn durable_broker(s3: &str, port: u16) -> Proc {
 /// wait, resume, and the graph equals the oracle.
 #[test]
 fn a_broker_restart_mid_stream_loses_nothing() {
-    let py = std::env::var("STREAMRAG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let s3_port = free_port();
-    let mut moto = std::process::Command::new(&py);
-    moto.args(["-m", "moto.server", "-p", &s3_port.to_string()]);
-    // Its request log stays out of the test output.
-    let child = moto
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python with moto[server] (scripts/test.sh installs it)");
-    let _s3 = Proc { child, name: "moto S3 server".into() };
-    let s3 = format!("http://127.0.0.1:{s3_port}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let made = rt().block_on(async { reqwest::Client::new().put(format!("{s3}/tansu")).send().await.map(|r| r.status().is_success()) });
-        if made.unwrap_or(false) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no S3 server on {s3}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (_s3, s3) = start_s3(&["tansu"]);
     let port = free_port();
     let brokers = format!("127.0.0.1:{port}");
     let mut broker = durable_broker(&s3, port);

@@ -104,9 +104,21 @@ impl KgWriter {
     /// A query replica's graph: in memory, from the newest snapshot under the snapshot
     /// directory (if any), then the graph-deltas after its offsets. sled is single-process, so a
     /// replica never opens the writer's database.
+    /// With a bucket (`snapshots.url`), the newest snapshot there that reads whole, downloaded
+    /// under the data directory; the snapshot directory only when the bucket has none.
     pub async fn replica(snapshots: &SnapshotConfig, shared: &mut Shared) -> Result<Self, BuildError> {
         let mut state = GraphState::new();
-        if let Some(root) = &snapshots.dir {
+        let mut from_bucket = false;
+        if let Some(url) = &snapshots.url {
+            let bucket = crate::bucket::SnapshotBucket::open(url)?;
+            if let Some((s, m, name)) = bucket.load_newest(&shared.data.root().join("snapshot-cache")).await? {
+                tracing::info!(bucket = %url, snapshot = %name, documents = s.document_count(), offsets = ?m.offsets, "query replica starts from a snapshot in object storage");
+                shared.started_from = Some(m.offsets);
+                state = s;
+                from_bucket = true;
+            }
+        }
+        if let Some(root) = snapshots.dir.as_ref().filter(|_| !from_bucket) {
             if let Some(dir) = crate::snapshot::resolve(root)? {
                 let (s, m) = tokio::task::spawn_blocking(move || crate::snapshot::read(&dir, &mut crate::progress::NoProgress)).await??;
                 tracing::info!(documents = s.document_count(), offsets = ?m.offsets, "query replica starts from a snapshot");

@@ -33,6 +33,7 @@
 
 pub mod access;
 pub mod ann;
+pub mod bucket;
 pub mod answer;
 pub mod config;
 pub mod data_dir;

@@ -247,7 +247,17 @@ pub fn prune(root: &Path, keep: usize) -> Result<(), SnapshotError> {
 /// Writes a snapshot of the live graph under `root` every `every` when it changed, keeping the
 /// newest `keep`, until `shutdown` turns true. A graph version is immutable, so the writer is
 /// never blocked; a failed snapshot is logged and tried again at the next tick.
-pub async fn periodic(g: crate::kg_writer::LiveGraph, root: PathBuf, every: std::time::Duration, keep: usize, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+///
+/// With a bucket, each snapshot written is uploaded too and the bucket pruned to `keep`; a
+/// failed upload is logged and tried again at the next tick.
+pub async fn periodic(
+    g: crate::kg_writer::LiveGraph,
+    root: PathBuf,
+    every: std::time::Duration,
+    keep: usize,
+    bucket: Option<std::sync::Arc<crate::bucket::SnapshotBucket>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     let mut last_digest = String::new();
     loop {
         tokio::select! {
@@ -269,9 +279,27 @@ pub async fn periodic(g: crate::kg_writer::LiveGraph, root: PathBuf, every: std:
         .await;
         match done {
             Ok((digest, Ok(written))) => {
-                last_digest = digest;
+                let mut uploaded = true;
                 if let Some((dir, m)) = written {
                     tracing::info!(dir = %dir.display(), rows = ?m.rows, "snapshot written");
+                    if let Some(b) = &bucket {
+                        match b.upload(&dir).await {
+                            Ok(()) => {
+                                tracing::info!(bucket = %b.url(), dir = %dir.display(), "snapshot uploaded");
+                                if let Err(e) = b.prune(keep).await {
+                                    tracing::warn!(error = %e, "pruning the bucket's snapshots failed; will retry");
+                                }
+                            }
+                            Err(e) => {
+                                uploaded = false;
+                                tracing::error!(error = %e, "snapshot upload failed; will retry");
+                            }
+                        }
+                    }
+                }
+                // a version not in the bucket yet is written and uploaded again at the next tick
+                if uploaded {
+                    last_digest = digest;
                 }
             }
             Ok((_, Err(e))) => tracing::error!(error = %e, "snapshot failed; will retry"),

@@ -82,11 +82,14 @@ pub struct SnapshotConfig {
     pub every: Option<Duration>,
     /// Periodic snapshots kept (older ones are removed).
     pub keep: usize,
+    /// Also in object storage (`s3://bucket/prefix`, see [`crate::bucket`]): the kg-writer
+    /// uploads each one, a query replica starts from the newest there that reads whole.
+    pub url: Option<String>,
 }
 
 impl Default for SnapshotConfig {
     fn default() -> Self {
-        SnapshotConfig { dir: None, every: None, keep: 3 }
+        SnapshotConfig { dir: None, every: None, keep: 3, url: None }
     }
 }
 
@@ -113,6 +116,8 @@ pub enum BuildError {
     Snapshot(#[from] crate::snapshot::SnapshotError),
     #[error(transparent)]
     Resolver(#[from] crate::resolve::ResolverError),
+    #[error(transparent)]
+    Bucket(#[from] crate::bucket::BucketError),
     /// A model (GLM checkpoint, sentence encoder) could not be loaded.
     #[error("loading {what}: {source}")]
     Model { what: String, source: streamrag_glm::Error },

@@ -308,3 +308,32 @@ pub fn python_client_quiet(script: &str, args: &[&str], package: &str) -> serde_
     );
     serde_json::from_slice(&o.stdout).unwrap()
 }
+
+/// moto's S3 server (PyPI `moto[server]`, with the Python the suite was given) on a free port,
+/// with these buckets made: the server and its endpoint URL. Its request log stays out of the
+/// test output.
+pub fn start_s3(buckets: &[&str]) -> (Proc, String) {
+    let py = std::env::var("STREAMRAG_PYTHON").unwrap_or_else(|_| "python3".into());
+    let port = free_port();
+    let child = Command::new(&py)
+        .args(["-m", "moto.server", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python with moto[server] (scripts/test.sh installs it)");
+    let server = Proc { child, name: "moto S3 server".into() };
+    let s3 = format!("http://127.0.0.1:{port}");
+    for bucket in buckets {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let made = rt().block_on(async { reqwest::Client::new().put(format!("{s3}/{bucket}")).send().await.map(|r| r.status().is_success()) });
+            if made.unwrap_or(false) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no S3 server on {s3}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    (server, s3)
+}

@@ -182,9 +182,12 @@ impl Node {
                 StageKind::Resolve => s.start(Resolve::build(&config.resolve, &shared).await?),
                 StageKind::KgWriter => {
                     let writer = KgWriter::build(&mut shared).await?;
-                    if let (Some(dir), Some(every)) = (&config.snapshots.dir, config.snapshots.every) {
+                    // with only a bucket, the snapshots are staged under the data directory
+                    let dir = config.snapshots.dir.clone().or_else(|| config.snapshots.url.as_ref().map(|_| config.data.root().join("snapshots")));
+                    if let (Some(dir), Some(every)) = (dir, config.snapshots.every) {
                         let g = writer.graph.clone();
-                        let fut = snapshot::periodic(g, dir.clone(), every, config.snapshots.keep, shutdown_rx.clone());
+                        let bucket = config.snapshots.url.as_deref().map(streamrag_operators::bucket::SnapshotBucket::open).transpose()?.map(Arc::new);
+                        let fut = snapshot::periodic(g, dir, every, config.snapshots.keep, bucket, shutdown_rx.clone());
                         s.tasks.push((
                             "snapshots".into(),
                             tokio::spawn(async move {

@@ -51,9 +51,16 @@ pub struct RunArgs {
     /// Seconds between periodic snapshots (with --snapshot-dir; 0: none).
     #[arg(long, env = "STREAMRAG_SNAPSHOT_EVERY_S", default_value_t = 300)]
     pub snapshot_every_s: u64,
-    /// Periodic snapshots kept.
+    /// Periodic snapshots kept (locally and in the bucket).
     #[arg(long, default_value_t = 3, value_parser = super::at_least_one)]
     pub snapshot_keep: usize,
+    /// Snapshots in S3-compatible object storage, `s3://bucket/prefix`: the kg-writer uploads
+    /// each periodic snapshot there (staged under --snapshot-dir, else DATA/snapshots); a query
+    /// replica starts from the newest there that reads whole. Credentials and endpoint from
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, AWS_ENDPOINT,
+    /// AWS_ALLOW_HTTP.
+    #[arg(long, env = "STREAMRAG_SNAPSHOT_URL")]
+    pub snapshot_url: Option<String>,
     /// The query stage's retriever: hybrid, ppr, glm (needs --checkpoint), dense or bm25.
     /// Default: glm when a checkpoint is given, else hybrid.
     #[arg(long, env = "STREAMRAG_RETRIEVER")]
@@ -146,6 +153,7 @@ pub async fn run(a: RunArgs, file: FileConfig) -> Result<()> {
     cfg.snapshots.dir = a.snapshot_dir;
     cfg.snapshots.every = (a.snapshot_every_s > 0).then(|| Duration::from_secs(a.snapshot_every_s));
     cfg.snapshots.keep = a.snapshot_keep;
+    cfg.snapshots.url = a.snapshot_url;
     if !a.stages.is_empty() {
         cfg.stages = a.stages.iter().map(|s| s.parse::<StageKind>()).collect::<Result<_, _>>()?;
     }
