@@ -42,7 +42,8 @@ if ! "$PY" -c "import mcp" 2>/dev/null; then
   echo "installing mcp..." >&2
   "$PY" -m pip install --quiet --disable-pip-version-check mcp
 fi
-# moto's S3 server: durable storage for the broker in the broker-restart test.
+# moto's S3 server (with boto3): durable storage for the broker in the broker-restart test,
+# and the bucket the snapshot test uploads to (boto3 truncates a table there).
 if ! "$PY" -c "import moto.server, flask" 2>/dev/null; then
   echo "installing moto[server]..." >&2
   "$PY" -m pip install --quiet --disable-pip-version-check "moto[server]"
