@@ -256,6 +256,11 @@ fn each_team_sees_only_what_its_labels_allow() {
     for who in PEOPLE {
         questions.push(format!("Where was {who} born?"));
     }
+    // the counts too are of what each team may read
+    for (team, token) in [("team-a", &a), ("team-b", &b)] {
+        let readable = docs.iter().filter(|d| may_read(&d.labels, team)).count();
+        assert_eq!(call(&addr, "GET", "/stats", token, None).1["documents"], readable, "{team}");
+    }
     let mut admin_saw_hidden = 0;
     for q in &questions {
         for (team, token) in [("team-a", &a), ("team-b", &b)] {

@@ -86,10 +86,11 @@ async fn health(State(s): State<Arc<ApiState>>) -> Json<Value> {
     }))
 }
 
-async fn stats(State(s): State<Arc<ApiState>>) -> Response {
+/// Of the graph the caller may read: a restricted token counts only its documents' part.
+async fn stats(State(s): State<Arc<ApiState>>, caller: MaybeCaller) -> Response {
     match &s.node.graph {
         Some(g) => {
-            let st = g.current().stats();
+            let st = g.current_for(&reader_of(&caller)).stats();
             Json(serde_json::to_value(st).unwrap()).into_response()
         }
         None => error(StatusCode::NOT_FOUND, "this process holds no graph (run the kg-writer or query stage)"),
