@@ -304,9 +304,23 @@ pub struct Standing {
     store: sled::Tree,
     /// One evaluation at a time: the two readers never publish out of order for one id.
     turn: tokio::sync::Mutex<()>,
+    /// The subscriptions to answer again once the indexes caught up, gathered while a round
+    /// waits (see [`Self::answer_once_indexed`]).
+    refine: Mutex<Refine>,
     evaluations: Arc<AtomicI64>,
     changes: Arc<AtomicI64>,
     published: Arc<AtomicI64>,
+}
+
+/// Answers owed once the indexes catch up: one round at a time, each answering every
+/// subscription gathered since the round before once, however many changes reached it.
+#[derive(Default)]
+struct Refine {
+    /// Subscription -> the reason of the latest change that reached it.
+    each: BTreeMap<String, String>,
+    /// The newest marks asked for: topic ends only grow, so they cover the earlier ones.
+    marks: Option<Marks>,
+    running: bool,
 }
 
 /// Opens the store of last published answers under `dir`.
@@ -339,6 +353,7 @@ impl Standing {
             indexes,
             store: open_store(dir)?,
             turn: tokio::sync::Mutex::new(()),
+            refine: Mutex::default(),
             evaluations: m.counter("streamrag_standing_evaluations_total", "Standing queries answered again"),
             changes: m.counter("streamrag_standing_changes_total", "Graph changes matched against the standing queries"),
             published: m.counter("streamrag_standing_published_total", "Standing answers published because they changed"),
@@ -389,17 +404,42 @@ impl Standing {
     }
 
     /// Answers `each` again once the indexes reached `marks` (published only where that
-    /// changes the answer).
+    /// changes the answer). Owed answers are gathered: while a round waits for the indexes,
+    /// the subscriptions later changes reach join the next round, so a subscription that a
+    /// burst of documents reaches many times is answered again once per round, not once per
+    /// change.
     fn answer_once_indexed(self: &Arc<Self>, marks: Marks, each: Vec<(String, String)>) {
+        {
+            let mut r = self.refine.lock().expect("refine lock");
+            r.each.extend(each);
+            r.marks = Some(marks);
+            if r.running {
+                return;
+            }
+            r.running = true;
+        }
         let me = self.clone();
         tokio::spawn(async move {
-            Self::reached(&marks, REFINE_WAIT).await;
-            let outs = match me.evaluate_each(&each, Duration::ZERO).await {
-                Ok((outs, _)) => outs,
-                Err(e) => return tracing::error!(error = %e, "standing queries: answering again once indexed failed"),
-            };
-            if let Err(e) = me.transport.produce(&outs).await {
-                tracing::error!(error = %e, "standing queries: publishing the answers once indexed failed; the next change answers again");
+            loop {
+                let (each, marks) = {
+                    let mut r = me.refine.lock().expect("refine lock");
+                    if r.each.is_empty() {
+                        r.running = false;
+                        return;
+                    }
+                    (std::mem::take(&mut r.each).into_iter().collect::<Vec<_>>(), r.marks.take().unwrap_or_default())
+                };
+                Self::reached(&marks, REFINE_WAIT).await;
+                let outs = match me.evaluate_each(&each, Duration::ZERO).await {
+                    Ok((outs, _)) => outs,
+                    Err(e) => {
+                        tracing::error!(error = %e, "standing queries: answering again once indexed failed");
+                        continue;
+                    }
+                };
+                if let Err(e) = me.transport.produce(&outs).await {
+                    tracing::error!(error = %e, "standing queries: publishing the answers once indexed failed; the next change answers again");
+                }
             }
         });
     }
