@@ -100,9 +100,11 @@ fn stream_in(brokers: &str, docs: &[streamrag_schemas::Document], chunk: usize, 
 /// tries again instead of failing: every document reaches the docs topic, once.
 #[test]
 fn an_ingest_whose_topic_creation_is_cut_off_tries_again() {
-    let (bport, pport) = (free_port(), free_port());
+    // the proxy's port is held from the start, so no other test's process can take it first
+    let (listener, pport) = Proxy::listen();
+    let bport = free_port();
     let _broker = spawn_tansu(bport, pport, "memory://tansu/", &[]);
-    let proxy = Proxy::start(pport, bport);
+    let proxy = Proxy::start(listener, bport);
     proxy.cut_create_topics(3);
     let brokers = format!("127.0.0.1:{pport}");
     let dir = tempfile::tempdir().unwrap();
@@ -328,11 +330,17 @@ fn copy_requests(mut from: std::net::TcpStream, mut to: std::net::TcpStream, cut
 }
 
 impl Proxy {
-    fn start(listen: u16, target: u16) -> Proxy {
-        use std::net::{TcpListener, TcpStream};
+    /// A listener on a free port, held until the proxy starts on it.
+    fn listen() -> (std::net::TcpListener, u16) {
+        let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        (l, port)
+    }
+
+    fn start(l: std::net::TcpListener, target: u16) -> Proxy {
+        use std::net::TcpStream;
         let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::<TcpStream>::new()));
-        let l = TcpListener::bind(("127.0.0.1", listen)).unwrap();
         let cuts = std::sync::Arc::new((std::sync::atomic::AtomicUsize::new(0), std::sync::atomic::AtomicUsize::new(0)));
         let (d, c, k) = (down.clone(), conns.clone(), cuts.clone());
         std::thread::spawn(move || {
@@ -384,9 +392,11 @@ impl Proxy {
 /// is what the clients see of a restart.)
 #[test]
 fn a_broker_outage_mid_stream_loses_nothing() {
-    let (bport, pport) = (free_port(), free_port());
+    // the proxy's port is held from the start, so no other test's process can take it first
+    let (listener, pport) = Proxy::listen();
+    let bport = free_port();
     let _broker = spawn_tansu(bport, pport, "memory://tansu/", &[]);
-    let proxy = Proxy::start(pport, bport);
+    let proxy = Proxy::start(listener, bport);
     let brokers = format!("127.0.0.1:{pport}");
     let dir = tempfile::tempdir().unwrap();
     let (docs, _) = corpus();
