@@ -334,3 +334,36 @@ fn a_relabelled_document_leaves_the_old_labels_view_and_reaches_the_new() {
         .collect();
     assert!(labels.is_empty());
 }
+
+#[test]
+fn views_asked_for_while_the_writer_applies_equal_a_fresh_build() {
+    let live = LiveGraph::new(GraphState::new());
+    let readers: Vec<Reader> = LABELS.iter().map(|l| Reader::of(Some(&l.iter().map(|x| x.to_string()).collect::<Vec<_>>()))).collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..400usize {
+                let op = if i % 7 == 6 { Op::Delete(i % 6) } else { Op::Put(Doc { id: i % 6, a: i % NAMES.len(), says: [(i % SAYS.len(), (i / 3) % NAMES.len()), ((i / 2) % SAYS.len(), (i / 5) % NAMES.len())], labels: (i / 6) % LABELS.len() }) };
+                let st = step(&op, i as i64);
+                let mut next = (*live.current()).clone();
+                if let Step::Apply(d, e) = &st {
+                    next.apply(d, e.clone(), &mut Dirty::default());
+                }
+                live.swap_with(Arc::new(next), &[st]);
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        // readers build their views while the writer runs, and catch them up
+        s.spawn(|| {
+            let mut i = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = live.current_for(&readers[i % readers.len()]);
+                i += 1;
+            }
+        });
+    });
+    let g = live.current();
+    for reader in &readers {
+        assert_eq!(live.current_for(reader).stats(), view_of(&g, reader).stats(), "{reader}");
+    }
+}

@@ -71,6 +71,8 @@ struct Inner {
     /// The last steps, the first of them number `seq - log.len()`; kept only while views exist.
     log: VecDeque<Step>,
     views: HashMap<Reader, View>,
+    /// Views being built outside the lock: the log is kept for them to catch up on.
+    building: usize,
 }
 
 /// The views of one live graph (see the module doc).
@@ -87,7 +89,7 @@ impl Views {
         let mut inner = self.inner.lock().expect("views lock");
         let out = install();
         inner.seq += steps.len() as u64;
-        if inner.views.is_empty() {
+        if inner.views.is_empty() && inner.building == 0 {
             inner.log.clear();
             return out;
         }
@@ -99,7 +101,7 @@ impl Views {
 
     /// The graph `reader` may see; `live` reads the current version (under this lock, as in
     /// [`Views::record`]; see [`crate::kg_writer::LiveGraph::current_for`]).
-    pub fn view(&self, reader: &Reader, live: impl FnOnce() -> Arc<GraphState>) -> Arc<GraphState> {
+    pub fn view(&self, reader: &Reader, live: impl Fn() -> Arc<GraphState>) -> Arc<GraphState> {
         let mut inner = self.inner.lock().expect("views lock");
         let now = Instant::now();
         inner.views.retain(|_, v| now.duration_since(v.used) < IDLE);
@@ -136,9 +138,27 @@ impl Views {
         if let Some(g) = caught_up {
             return g;
         }
+        // built outside the lock, so that neither the writer nor other readers wait on it,
+        // from the live version of step `seq`; then caught up on the steps logged meanwhile
+        let base = live();
+        inner.building += 1;
+        drop(inner);
         let t0 = Instant::now();
-        let g = Arc::new(build(&live(), reader));
-        tracing::debug!(reader = %reader, documents = g.document_count(), ms = t0.elapsed().as_millis() as u64, "built an access view of the graph");
+        let mut built = build(&base, reader);
+        drop(base);
+        let mut inner = self.inner.lock().expect("views lock");
+        inner.building -= 1;
+        let first = inner.seq - inner.log.len() as u64;
+        if seq < first {
+            // the log moved on past it (a burst over MAX_LOG steps): built again under the lock
+            built = build(&live(), reader);
+        } else {
+            catch_up(&mut built, &inner.log, first, seq, reader);
+        }
+        let seq = inner.seq;
+        tracing::debug!(reader = %reader, documents = built.document_count(), ms = t0.elapsed().as_millis() as u64, "built an access view of the graph");
+        let g = Arc::new(built);
+        let views = &mut inner.views;
         if views.len() >= MAX_VIEWS && !views.contains_key(reader) {
             if let Some(oldest) = views
                 .iter()
