@@ -170,6 +170,17 @@ fn check(a: &Value, docs: &[Doc], team: &str, question: &str) {
     }
 }
 
+/// `POST /query` with `token`: the status and the answer.
+fn ask(addr: &str, token: &str, question: &str) -> (u16, Value) {
+    call(
+        addr,
+        "POST",
+        "/query",
+        token,
+        Some(json!({ "question": question })),
+    )
+}
+
 #[test]
 fn each_team_sees_only_what_its_labels_allow() {
     let seed: u64 = std::env::var("STREAMRAG_ACCESS_SEED")
@@ -259,28 +270,20 @@ fn each_team_sees_only_what_its_labels_allow() {
     // the counts too are of what each team may read
     for (team, token) in [("team-a", &a), ("team-b", &b)] {
         let readable = docs.iter().filter(|d| may_read(&d.labels, team)).count();
-        assert_eq!(call(&addr, "GET", "/stats", token, None).1["documents"], readable, "{team}");
+        assert_eq!(
+            call(&addr, "GET", "/stats", token, None).1["documents"],
+            readable,
+            "{team}"
+        );
     }
     let mut admin_saw_hidden = 0;
     for q in &questions {
         for (team, token) in [("team-a", &a), ("team-b", &b)] {
-            let (status, ans) = call(
-                &addr,
-                "POST",
-                "/query",
-                token,
-                Some(json!({ "question": q })),
-            );
+            let (status, ans) = ask(&addr, token, &q);
             assert_eq!(status, 200, "{ans}");
             check(&ans, &docs, team, q);
         }
-        let (_, all) = call(
-            &addr,
-            "POST",
-            "/query",
-            &admin,
-            Some(json!({ "question": q })),
-        );
+        let (_, all) = ask(&addr, &admin, &q);
         let hidden_from_a = |id: &str| {
             docs.iter()
                 .any(|d| d.id == id && !may_read(&d.labels, "team-a"))
@@ -309,13 +312,7 @@ fn each_team_sees_only_what_its_labels_allow() {
             );
             let q = format!("Who leads {}?", d.title);
             if may_read(&d.labels, team) {
-                let (_, ans) = call(
-                    &addr,
-                    "POST",
-                    "/query",
-                    token,
-                    Some(json!({ "question": q })),
-                );
+                let (_, ans) = ask(&addr, token, &q);
                 assert_eq!(
                     ans["documents"][0]["id"],
                     d.id.as_str(),
@@ -394,14 +391,7 @@ fn each_team_sees_only_what_its_labels_allow() {
     let q = format!("Who leads {}?", docs[i].title);
     let id = docs[i].id.clone();
     let top = |token: &str| {
-        call(
-            &addr,
-            "POST",
-            "/query",
-            token,
-            Some(json!({ "question": q })),
-        )
-        .1["documents"]
+        ask(&addr, token, &q).1["documents"]
             .as_array()
             .unwrap()
             .iter()
@@ -420,7 +410,7 @@ fn each_team_sees_only_what_its_labels_allow() {
     );
     // once the docs topic's readers have it (the graph may not yet), team-b no longer gets it
     wait_caught_up(&addr, Duration::from_secs(60));
-    let (_, ans) = call(&addr, "POST", "/query", &b, Some(json!({ "question": q })));
+    let (_, ans) = ask(&addr, &b, &q);
     check(&ans, &docs, "team-b", &q);
     assert!(top(&a), "team-a gets the document relabelled to it");
     assert!(

@@ -46,6 +46,12 @@ pub struct SnapshotBucket {
 
 const MANIFEST: &str = "manifest.json";
 
+/// The error of an I/O step on `path`.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BucketError {
+    let path = path.to_path_buf();
+    move |source| BucketError::Io { path, source }
+}
+
 impl SnapshotBucket {
     /// `url`: `s3://bucket` or `s3://bucket/some/prefix`; credentials and endpoint from the
     /// environment.
@@ -77,10 +83,6 @@ impl SnapshotBucket {
     /// Uploads the snapshot directory `dir` (named `snap-...`), its manifest last.
     pub async fn upload(&self, dir: &Path) -> Result<(), BucketError> {
         let name = dir.file_name().and_then(|n| n.to_str()).ok_or_else(|| BucketError::Url(dir.display().to_string()))?.to_string();
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| BucketError::Io { path, source }
-        };
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map_err(io(dir))?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()).collect();
         // the manifest last: it is what makes the snapshot whole
         files.sort_by_key(|p| (p.file_name().is_some_and(|n| n == MANIFEST), p.clone()));
@@ -100,12 +102,17 @@ impl SnapshotBucket {
         Ok(names)
     }
 
+    /// The objects of snapshot `name`.
+    async fn objects(&self, name: &str) -> Result<Vec<object_store::ObjectMeta>, BucketError> {
+        self.store.list(Some(&self.prefix.child(name))).try_collect().await.map_err(self.err())
+    }
+
     /// Deletes all but the newest `keep` (at least one) snapshots.
     pub async fn prune(&self, keep: usize) -> Result<(), BucketError> {
         let names = self.snapshots().await?;
         let n = names.len().saturating_sub(keep.max(1));
         for name in &names[..n] {
-            let objects: Vec<_> = self.store.list(Some(&self.prefix.child(name.as_str()))).try_collect().await.map_err(self.err())?;
+            let objects = self.objects(name).await?;
             // the manifest first, so a half-deleted snapshot is never taken for a whole one
             let mut keys: Vec<Key> = objects.into_iter().map(|o| o.location).collect();
             keys.sort_by_key(|k| k.filename() != Some(MANIFEST));
@@ -119,15 +126,11 @@ impl SnapshotBucket {
     /// Downloads snapshot `name` into `into/name` (replacing what was there) and returns that
     /// directory; a snapshot without its manifest is [`BucketError::Partial`].
     pub async fn download(&self, name: &str, into: &Path) -> Result<PathBuf, BucketError> {
-        let objects: Vec<_> = self.store.list(Some(&self.prefix.child(name))).try_collect().await.map_err(self.err())?;
+        let objects = self.objects(name).await?;
         if !objects.iter().any(|o| o.location.filename() == Some(MANIFEST)) {
             return Err(BucketError::Partial { url: self.url.clone(), name: name.to_string() });
         }
         let dir = into.join(name);
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| BucketError::Io { path, source }
-        };
         if dir.exists() {
             tokio::fs::remove_dir_all(&dir).await.map_err(io(&dir))?;
         }
@@ -143,8 +146,17 @@ impl SnapshotBucket {
 
     /// The newest snapshot that reads whole, downloaded under `cache`: its graph, its manifest
     /// and its name. Newer ones that do not read are refused (logged with the reason) and the
-    /// one before each is tried; None when the bucket holds no usable snapshot.
+    /// one before each is tried; None when the bucket holds no usable snapshot. The graph lives
+    /// in memory once read: `cache` holds nothing afterwards, from this start or earlier ones.
     pub async fn load_newest(&self, cache: &Path) -> Result<Option<(GraphState, Manifest, String)>, BucketError> {
+        let loaded = self.read_newest(cache).await;
+        if cache.exists() {
+            tokio::fs::remove_dir_all(cache).await.map_err(io(cache))?;
+        }
+        loaded
+    }
+
+    async fn read_newest(&self, cache: &Path) -> Result<Option<(GraphState, Manifest, String)>, BucketError> {
         for name in self.snapshots().await?.into_iter().rev() {
             let dir = match self.download(&name, cache).await {
                 Ok(d) => d,

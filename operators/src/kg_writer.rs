@@ -143,12 +143,7 @@ impl KgWriter {
                     Ok(mut g) => {
                         let mut scratch = Dirty::default();
                         for step in steps {
-                            match step {
-                                Step::Apply(doc, entry) => {
-                                    g.apply(&doc, entry, &mut scratch);
-                                }
-                                Step::Offset(t, p, o) => g.set_offset(&t, p, o, &mut scratch),
-                            }
+                            step.apply(&mut g, &mut scratch);
                         }
                         return g;
                     }

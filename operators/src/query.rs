@@ -143,7 +143,7 @@ impl QueryStage {
         // the answer passages live in memory and are read from the start, by a reader of their own
         let passages = Arc::new(Passages::default());
         readers.push(DocsReader::new(shared.topics.clone(), vec![passages.clone() as Arc<dyn DocSink>]).with_limits(shared.limits.clone()));
-        let mut answerer = Answerer::new(passages.clone());
+        let mut answerer = Answerer::new(passages);
         if let Some(settings) = &cfg.answer_llm {
             answerer = answerer.with_llm(shared.llms.open("answer", settings).await?);
         }

@@ -101,6 +101,23 @@ fn strings<'a>(it: impl Iterator<Item = &'a str>) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(it))
 }
 
+/// A list-of-strings column: one list per row.
+fn string_lists<R: IntoIterator<Item = S>, S: AsRef<str>>(rows: impl Iterator<Item = R>) -> ArrayRef {
+    let mut lists = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(arrow_schema::Field::new("item", arrow_schema::DataType::Utf8, false)));
+    for row in rows {
+        for x in row {
+            lists.values().append_value(x);
+        }
+        lists.append(true);
+    }
+    Arc::new(lists.finish())
+}
+
+/// Row `i` of the list-of-strings column `name` of a snapshot in `dir`.
+fn strings_at(lists: &ListArray, i: usize, name: &str, dir: &Path) -> Result<StringArray, SnapshotError> {
+    lists.value(i).as_any().downcast_ref::<StringArray>().cloned().ok_or_else(|| SnapshotError::Invalid { path: dir.into(), reason: format!("{name} is not a list of strings") })
+}
+
 /// Writes a snapshot of `g` to `dir` (which must not exist yet) and returns its manifest.
 pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<Manifest, SnapshotError> {
     if dir.exists() {
@@ -145,14 +162,6 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
     rows.insert("entities".to_string(), n);
     let n = write_table(&tmp.join("triples.parquet"), tables::triples(), triples.len(), |r| {
         let s = &triples[r];
-        let mut support = ListBuilder::new(StringBuilder::new())
-            .with_field(Arc::new(arrow_schema::Field::new("item", arrow_schema::DataType::Utf8, false)));
-        for (_, docs) in s {
-            for d in docs {
-                support.values().append_value(d);
-            }
-            support.append(true);
-        }
         let ids: Vec<String> = s.iter().map(|(k, _)| triple_id(*k)).collect();
         vec![
             strings(ids.iter().map(String::as_str)),
@@ -161,26 +170,18 @@ pub fn write(g: &GraphState, dir: &Path, progress: &mut dyn Progress) -> Result<
             strings(s.iter().map(|(k, _)| k.1)),
             strings(s.iter().map(|(k, _)| k.2)),
             strings(s.iter().map(|(k, _)| name_of(k.2))),
-            Arc::new(support.finish()),
+            string_lists(s.iter().map(|(_, docs)| docs)),
         ]
     }, progress)?;
     rows.insert("triples".to_string(), n);
     let n = write_table(&tmp.join("documents.parquet"), tables::documents(), docs.len(), |r| {
         let s = &docs[r];
-        let mut access = ListBuilder::new(StringBuilder::new())
-            .with_field(Arc::new(arrow_schema::Field::new("item", arrow_schema::DataType::Utf8, false)));
-        for d in s {
-            for a in d.access() {
-                access.values().append_value(a);
-            }
-            access.append(true);
-        }
         vec![
             strings(s.iter().map(|d| d.id())),
             strings(s.iter().map(|d| d.title())),
             Arc::new(UInt64Array::from_iter_values(s.iter().map(|d| d.entities().count() as u64))),
             Arc::new(UInt64Array::from_iter_values(s.iter().map(|d| d.triple_count() as u64))),
-            Arc::new(access.finish()),
+            string_lists(s.iter().map(|d| d.access())),
         ]
     }, progress)?;
     rows.insert("documents".to_string(), n);
@@ -371,8 +372,7 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
         for i in 0..b.num_rows() {
             let mut entry = DocEntry { title: title.value(i).to_string(), ..Default::default() };
             if let Some(a) = access {
-                let labels = a.value(i);
-                let labels = labels.as_any().downcast_ref::<StringArray>().ok_or_else(|| SnapshotError::Invalid { path: PathBuf::new(), reason: "access is not a list of strings".into() })?;
+                let labels = strings_at(a, i, "access", dir)?;
                 entry.access = (0..labels.len()).map(|j| labels.value(j).to_string()).collect();
             }
             docs.insert(id.value(i).to_string(), entry);
@@ -393,8 +393,7 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
         let support = col::<ListArray>(b, "supporting_documents")?;
         for i in 0..b.num_rows() {
             let key: TripleKey = (s.value(i).to_string(), r.value(i).to_string(), o.value(i).to_string());
-            let ds = support.value(i);
-            let ds = ds.as_any().downcast_ref::<StringArray>().ok_or_else(|| SnapshotError::Invalid { path: dir.into(), reason: "supporting_documents is not a list of strings".into() })?;
+            let ds = strings_at(support, i, "supporting_documents", dir)?;
             for j in 0..ds.len() {
                 docs.get_mut(ds.value(j)).ok_or_else(|| missing(ds.value(j)))?.triples.insert(key.clone());
             }

@@ -240,9 +240,7 @@ proptest! {
             let mut steps = Vec::new();
             for op in ops {
                 let s = step(op, offset);
-                if let Step::Apply(d, e) = &s {
-                    next.apply(d, e.clone(), &mut Dirty::default());
-                }
+                s.clone().apply(&mut next, &mut Dirty::default());
                 steps.push(s);
                 next.set_offset("deltas", 0, offset, &mut Dirty::default());
                 steps.push(Step::Offset("deltas".into(), 0, offset));
@@ -302,9 +300,7 @@ fn a_relabelled_document_leaves_the_old_labels_view_and_reaches_the_new() {
     let apply = |op: Op, offset: i64| {
         let mut next = (*live.current()).clone();
         let s = step(&op, offset);
-        if let Step::Apply(id, e) = &s {
-            next.apply(id, e.clone(), &mut Dirty::default());
-        }
+        s.clone().apply(&mut next, &mut Dirty::default());
         live.swap_with(Arc::new(next), &[s]);
     };
     let a = Reader::of(Some(&["team-a".to_string()]));
@@ -346,9 +342,7 @@ fn views_asked_for_while_the_writer_applies_equal_a_fresh_build() {
                 let op = if i % 7 == 6 { Op::Delete(i % 6) } else { Op::Put(Doc { id: i % 6, a: i % NAMES.len(), says: [(i % SAYS.len(), (i / 3) % NAMES.len()), ((i / 2) % SAYS.len(), (i / 5) % NAMES.len())], labels: (i / 6) % LABELS.len() }) };
                 let st = step(&op, i as i64);
                 let mut next = (*live.current()).clone();
-                if let Step::Apply(d, e) = &st {
-                    next.apply(d, e.clone(), &mut Dirty::default());
-                }
+                st.clone().apply(&mut next, &mut Dirty::default());
                 live.swap_with(Arc::new(next), &[st]);
             }
             done.store(true, std::sync::atomic::Ordering::SeqCst);

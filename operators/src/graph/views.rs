@@ -24,17 +24,23 @@ pub enum Step {
 }
 
 impl Step {
-    /// Applies the step to `g` as `reader` sees it: a document it may not read is withdrawn.
-    pub fn apply_to(&self, g: &mut GraphState, reader: &Reader, dirty: &mut Dirty) {
+    /// Applies the step to `g`.
+    pub fn apply(self, g: &mut GraphState, dirty: &mut Dirty) {
         match self {
             Step::Apply(doc, entry) => {
-                let entry = entry
-                    .clone()
-                    .filter(|e| reader.may_read(e.access.iter().map(String::as_str)));
-                g.apply(doc, entry, dirty);
+                g.apply(&doc, entry, dirty);
             }
-            Step::Offset(t, p, o) => g.set_offset(t, *p, *o, dirty),
+            Step::Offset(t, p, o) => g.set_offset(&t, p, o, dirty),
         }
+    }
+
+    /// Applies the step to `g` as `reader` sees it: a document it may not read is withdrawn.
+    pub fn apply_to(&self, g: &mut GraphState, reader: &Reader, dirty: &mut Dirty) {
+        let mut seen = self.clone();
+        if let Step::Apply(_, entry) = &mut seen {
+            *entry = entry.take().filter(|e| reader.may_read(e.access.iter().map(String::as_str)));
+        }
+        seen.apply(g, dirty);
     }
 }
 

@@ -574,13 +574,10 @@ impl Hybrid {
         let mut prior: HashMap<String, f64> = HashMap::default();
         let (mut bm25, mut dense) = (Vec::new(), Vec::new());
         let readable = |mut hits: Vec<ScoredDocument>| {
-            if g.is_view() {
-                hits.retain(|h| g.readable(&h.id));
-                hits.truncate(p.candidates);
-            }
+            super::view_hits(g, &mut hits, p.candidates);
             hits
         };
-        let candidates = if g.is_view() { p.candidates.saturating_mul(super::VIEW_OVERFETCH) } else { p.candidates };
+        let candidates = super::view_fetch(g, p.candidates);
         if p.bm25 > 0.0 {
             let hits = readable(self.bm25.search(searcher, q, candidates)?);
             let max = hits.first().map(|h| h.score).unwrap_or(0.0);

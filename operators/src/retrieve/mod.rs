@@ -248,17 +248,31 @@ impl Retriever {
 /// its reader may read.
 pub const VIEW_OVERFETCH: usize = 4;
 
-/// A passage index's results for `qs`, only the documents `g` lets its reader read (each
-/// question asks the index for [`VIEW_OVERFETCH`] times its k from a view).
-fn readable<E>(g: &GraphState, qs: &[(&str, usize)], search: impl FnOnce(&[(&str, usize)]) -> Result<Vec<Retrieved>, E>) -> Result<Vec<Retrieved>, E> {
-    if !g.is_view() {
-        return search(qs);
+/// How many hits to ask a passage index for, to keep `k` that `g`'s reader may read: `k`
+/// from the whole graph, [`VIEW_OVERFETCH`] times `k` from an access view.
+pub(crate) fn view_fetch(g: &GraphState, k: usize) -> usize {
+    if g.is_view() {
+        k.saturating_mul(VIEW_OVERFETCH)
+    } else {
+        k
     }
-    let more: Vec<(&str, usize)> = qs.iter().map(|(q, k)| (*q, k.saturating_mul(VIEW_OVERFETCH))).collect();
+}
+
+/// A passage index's hits (best first) as `g`'s reader may read them: from an access view,
+/// those the view holds, the best `k`; from the whole graph, all of them.
+pub(crate) fn view_hits(g: &GraphState, hits: &mut Vec<ScoredDocument>, k: usize) {
+    if g.is_view() {
+        hits.retain(|h| g.readable(&h.id));
+        hits.truncate(k);
+    }
+}
+
+/// A passage index's results for `qs`, only the documents `g` lets its reader read.
+fn readable<E>(g: &GraphState, qs: &[(&str, usize)], search: impl FnOnce(&[(&str, usize)]) -> Result<Vec<Retrieved>, E>) -> Result<Vec<Retrieved>, E> {
+    let more: Vec<(&str, usize)> = qs.iter().map(|(q, k)| (*q, view_fetch(g, *k))).collect();
     let mut rs = search(&more)?;
     for (r, (_, k)) in rs.iter_mut().zip(qs) {
-        r.documents.retain(|d| g.readable(&d.id));
-        r.documents.truncate(*k);
+        view_hits(g, &mut r.documents, *k);
     }
     Ok(rs)
 }

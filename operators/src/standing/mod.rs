@@ -75,8 +75,8 @@ impl From<StandingError> for StageFault {
 struct Sub {
     question: String,
     top_k: Option<u32>,
-    /// What its answers may be made from: its registrar's labels (None: everything).
-    access: Option<Vec<String>>,
+    /// What its answers may be made from: what its registrar may read.
+    reader: Reader,
     /// The dependency keys of its latest evaluation.
     keys: Vec<String>,
     /// The latest published answer.
@@ -159,7 +159,7 @@ impl Registry {
         let mut ids: Vec<&String> = inner
             .subs
             .iter()
-            .filter(|(id, s)| after.is_none_or(|a| id.as_str() > a) && reader.covers(&Reader::of(s.access.as_deref())))
+            .filter(|(id, s)| after.is_none_or(|a| id.as_str() > a) && reader.covers(&s.reader))
             .map(|(id, _)| id)
             .collect();
         ids.sort();
@@ -167,7 +167,7 @@ impl Registry {
             .take(limit)
             .map(|id| {
                 let s = &inner.subs[id];
-                Listed { subscription_id: id.clone(), question: s.question.clone(), top_k: s.top_k, access: s.access.clone(), answer: s.last.clone() }
+                Listed { subscription_id: id.clone(), question: s.question.clone(), top_k: s.top_k, access: s.reader.to_field(), answer: s.last.clone() }
             })
             .collect()
     }
@@ -175,12 +175,12 @@ impl Registry {
     /// Every standing answer published from now on (subscribers filter by `query_id`).
     /// The labels a subscription's answers are made with (None: no such subscription).
     pub fn reader(&self, id: &str) -> Option<Reader> {
-        self.inner.lock().expect("registry lock").subs.get(id).map(|s| Reader::of(s.access.as_deref()))
+        self.inner.lock().expect("registry lock").subs.get(id).map(|s| s.reader.clone())
     }
 
     /// How many subscriptions `reader` may see.
     pub fn len_for(&self, reader: &Reader) -> usize {
-        self.inner.lock().expect("registry lock").subs.values().filter(|s| reader.covers(&Reader::of(s.access.as_deref()))).count()
+        self.inner.lock().expect("registry lock").subs.values().filter(|s| reader.covers(&s.reader)).count()
     }
 
     pub fn events(&self) -> broadcast::Receiver<Answer> {
@@ -197,13 +197,13 @@ impl Registry {
 
     /// Registers (or changes) a subscription; the answer it had is kept when the question did
     /// not change.
-    fn put(&self, id: &str, question: &str, top_k: Option<u32>, access: Option<Vec<String>>, last: Option<Answer>) {
+    fn put(&self, id: &str, question: &str, top_k: Option<u32>, reader: Reader, last: Option<Answer>) {
         let mut inner = self.inner.lock().expect("registry lock");
-        let keep = inner.subs.get(id).filter(|s| s.question == question && s.top_k == top_k && s.access == access).and_then(|s| s.last.clone());
+        let keep = inner.subs.get(id).filter(|s| s.question == question && s.top_k == top_k && s.reader == reader).and_then(|s| s.last.clone());
         // an answer stored before the labels changed was made for other eyes: made again
-        let last = keep.or(last.filter(|_| !inner.subs.get(id).is_some_and(|s| s.access != access))).filter(|a| a.question == question);
+        let last = keep.or(last.filter(|_| !inner.subs.get(id).is_some_and(|s| s.reader != reader))).filter(|a| a.question == question);
         inner.unindex(id);
-        inner.subs.insert(id.to_string(), Sub { question: question.to_string(), top_k, access, keys: Vec::new(), last });
+        inner.subs.insert(id.to_string(), Sub { question: question.to_string(), top_k, reader, keys: Vec::new(), last });
         self.subscriptions.store(inner.subs.len() as i64, Relaxed);
     }
 
@@ -225,7 +225,7 @@ impl Registry {
 
     fn query_of(&self, id: &str) -> Option<Query> {
         let inner = self.inner.lock().expect("registry lock");
-        inner.subs.get(id).map(|s| Query { access: s.access.clone(), schema_version: SCHEMA_VERSION, query_id: id.to_string(), question: s.question.clone(), top_k: s.top_k })
+        inner.subs.get(id).map(|s| Query { access: s.reader.to_field(), schema_version: SCHEMA_VERSION, query_id: id.to_string(), question: s.question.clone(), top_k: s.top_k })
     }
 }
 
@@ -362,9 +362,9 @@ impl Standing {
 
     /// Registers a subscription, with its last published answer read from the store;
     /// [`Self::evaluate`] answers it.
-    pub fn register(&self, id: &str, question: &str, top_k: Option<u32>, access: Option<Vec<String>>) -> Result<(), StandingError> {
+    pub fn register(&self, id: &str, question: &str, top_k: Option<u32>, reader: Reader) -> Result<(), StandingError> {
         let last = self.store.get(id.as_bytes())?.and_then(|v| serde_json::from_slice::<Answer>(&v).ok());
-        self.registry.put(id, question, top_k, access, last);
+        self.registry.put(id, question, top_k, reader, last);
         Ok(())
     }
 
@@ -614,7 +614,7 @@ mod tests {
         let husband = answer("In which city was the husband of Marie Curie born?", &["marie"], &["Marie Curie"], &[("Marie Curie", "born in", "Warsaw")]);
         let river = answer("Which river flows through Warsaw?", &["warsaw"], &["Warsaw"], &[]);
         for (id, a) in [("husband", &husband), ("river", &river)] {
-            r.put(id, &a.question, None, None, None);
+            r.put(id, &a.question, None, Reader::All, None);
             r.inner.lock().unwrap().index(id, answer_keys(&g, a));
         }
         let reached = |r: &Registry, g: &GraphState, c: &GraphChange| r.affected(&change_keys(g, c));

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use streamrag_schemas::{decode, DocOp, GraphChange, Subscription};
 
 use super::Standing;
+use crate::access::Reader;
 use crate::config::Limits;
 use crate::error::{StageError, StageFault};
 use crate::runtime::{Consumed, Operator, Outcome, Progress, StartFrom};
@@ -81,7 +82,7 @@ impl Operator for SubscriptionsReader {
                     self.standing.unsubscribe(&s.subscription_id)?;
                 }
                 DocOp::Upsert => {
-                    self.standing.register(&s.subscription_id, &s.question, s.top_k, s.access.clone())?;
+                    self.standing.register(&s.subscription_id, &s.question, s.top_k, Reader::of(s.access.as_deref()))?;
                     fresh.push(s.subscription_id);
                 }
             }

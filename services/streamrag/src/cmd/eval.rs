@@ -147,8 +147,8 @@ fn access_bench(node: &Node, r: &Retriever, questions: &[&Question]) -> Result<s
     if leaked > 0 {
         bail!("{leaked} hidden documents came back to a reader of public documents");
     }
-    let (p50, p95) = (quantile(&mut plain.clone(), 0.5), quantile(&mut plain, 0.95));
-    let (l50, l95) = (quantile(&mut restricted.clone(), 0.5), quantile(&mut restricted, 0.95));
+    let (p50, p95) = (quantile(&mut plain, 0.5), quantile(&mut plain, 0.95));
+    let (l50, l95) = (quantile(&mut restricted, 0.5), quantile(&mut restricted, 0.95));
     Ok(json!({
         "documents": ids.len(), "hidden": hidden.len(), "view_build_ms": round1(build_ms),
         "view": {"documents": view.document_count(), "entities": view.entity_count(), "triples": view.triple_count()},
