@@ -293,3 +293,43 @@ fn a_concept_the_question_writes_in_lower_case_does_not_seed_the_walk_beside_a_n
     let lower = |w: &str| graph_only(&g, &h, "where was the composer piero piccioni born?", 4, "concept_weight", w).documents;
     assert_eq!(lower("0").iter().map(|d| d.id.clone()).collect::<Vec<_>>(), lower("1").iter().map(|d| d.id.clone()).collect::<Vec<_>>());
 }
+
+/// A question about one named thing ("the mother of Lord Ashby") needs two pages: that thing's
+/// and the page of something its page names. The relation is written otherwise there ("son of
+/// Margaret Hale"), so no fact matches "mother", while a page that is not named there holds
+/// the question's words ("Anne Ashby ... mother ... born"). With hop pages the page asked from
+/// ranks first and the best scored page it names second; without, the wordy page comes before
+/// one of them.
+#[test]
+fn the_second_page_of_a_question_about_one_thing_is_one_its_page_names() {
+    let docs = vec![
+        doc("lord", "Lord Ashby", "Lord Ashby was an English landowner, the son of Margaret Hale and the Earl of Fenwick. Lord Ashby sat in the House of Lords."),
+        doc("margaret", "Margaret Hale", "Margaret Hale was an English noblewoman and letter writer. Margaret Hale lived at Fenwick Hall."),
+        doc("earl", "Earl of Fenwick", "The Earl of Fenwick was a title in the Peerage of England. The Earl of Fenwick held lands in Kent."),
+        doc("anne", "Anne Ashby", "Anne Ashby was a mother and a novelist. Anne Ashby was born in York, and her mother was born in Leeds."),
+        doc("hall", "Fenwick Hall", "Fenwick Hall is a country house in Kent."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    let q = "Where was the mother of Lord Ashby born?";
+    let ranked = |hop: &str| {
+        let mut p = h.params.clone();
+        p.set("hop_pages", hop).unwrap();
+        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 5).unwrap();
+        got.documents.into_iter().map(|d| d.id).collect::<Vec<_>>()
+    };
+    let (on, off) = (ranked("1"), ranked("0"));
+    assert_eq!(on[0], "lord", "the page asked from first: {on:?}");
+    assert!(["margaret", "earl"].contains(&on[1].as_str()), "then a page it names: {on:?}");
+    let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
+    assert!(pos(&on, "anne") > 1, "the wordy page below the page named there: {on:?}");
+    assert!(pos(&off, "anne") < pos(&off, "margaret").max(pos(&off, "earl")), "without hop pages the wordy page comes before one of them: {off:?}");
+    // a question about two things is left as it was
+    let two = "Was Lord Ashby born before Anne Ashby?";
+    let both = |hop: &str| {
+        let mut p = h.params.clone();
+        p.set("hop_pages", hop).unwrap();
+        Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, two, 5).unwrap().documents.into_iter().map(|d| (d.id, d.score)).collect::<Vec<_>>()
+    };
+    assert_eq!(both("1"), both("0"));
+}
