@@ -333,3 +333,33 @@ fn the_second_page_of_a_question_about_one_thing_is_one_its_page_names() {
     };
     assert_eq!(both("1"), both("0"));
 }
+
+/// Of the pages the page asked from names, the one whose fact there says what the question
+/// asks rises (`hop_fact`): Lord Ashby's page names his wife and his school, the school's page
+/// holds more of the question's words, but the question asks for the wife, and the fact that
+/// names her ("married") is nearest the question by its embedding.
+#[test]
+fn the_page_named_by_the_fact_the_question_asks_about_is_the_second() {
+    let docs = vec![
+        doc("lord", "Lord Ashby", "Lord Ashby was an English landowner. Lord Ashby married Margaret Hale in 1790. Lord Ashby was educated at Fenwick Hall."),
+        doc("margaret", "Margaret Hale", "Margaret Hale was an English noblewoman and letter writer."),
+        doc("hall", "Fenwick Hall", "Fenwick Hall is a school in Kent. Lord Ashby was a pupil there; the wife of its founder was born there, and where each wife was born is written in its register."),
+        doc("york", "York", "York is a city in England."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    let q = "Where was the wife of Lord Ashby born?";
+    let ranked = |w: &str| {
+        let mut p = h.params.clone();
+        p.set("hop_fact", w).unwrap();
+        // facts matched by their words alone, as a corpus too large for every fact's vector to
+        // be read: "married" does not write "wife"
+        p.set("fact_dense", "0").unwrap();
+        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 4).unwrap();
+        got.documents.into_iter().map(|d| d.id).collect::<Vec<_>>()
+    };
+    let (on, off) = (ranked("4"), ranked("0"));
+    assert_eq!(on[..2], ["lord", "margaret"], "the wife's page second: {on:?}");
+    let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
+    assert!(pos(&off, "hall") < pos(&off, "margaret"), "by score alone the wordier page first: {off:?}");
+}

@@ -188,6 +188,10 @@ pub struct HybridParams {
     /// Of those pages, the ones whose entity ends a fact matched to the question rise first, by
     /// the fact's score (false: by their score alone).
     pub hop_by_fact: bool,
+    /// Each of those pages also rises by this times how near the question is (cosine above
+    /// `fact_dense_floor`) to the best of the anchor page's facts that name its entity: "the
+    /// husband of X" picks the page of the one X's page says X married (0: by score alone).
+    pub hop_fact: f64,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
     pub name_pages_min: usize,
@@ -248,6 +252,7 @@ impl Default for HybridParams {
             hop_pages: 1.0,
             hop_pages_k: 1,
             hop_by_fact: false,
+            hop_fact: 4.0,
             page_variants: true,
             page_aliases: true,
             page_links: false,
@@ -307,6 +312,7 @@ impl HybridParams {
             "name_pages_min" => self.name_pages_min = num(key, value)?,
             "hop_pages" => self.hop_pages = num(key, value)?,
             "hop_pages_k" => self.hop_pages_k = num(key, value)?,
+            "hop_fact" => self.hop_fact = num(key, value)?,
             "hop_by_fact" => self.hop_by_fact = value.parse().map_err(|_| format!("hop_by_fact: true or false, not {value}"))?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
             "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
@@ -499,9 +505,23 @@ impl Hybrid {
                     *e = e.max(*x);
                 }
             }
-            let score = |d: &str| scores.get(d).copied().unwrap_or(0.0);
-            let key = |(d, e): &(&str, &str)| (if p.hop_by_fact { by_fact.get(e).copied().unwrap_or(0.0) } else { 0.0 }, score(d));
             let (anchor, mut hops) = hop_pages(g, &names, &proper_shares, &scores, p);
+            // how near the question is to what the anchor page says of each entity it names
+            let mut said: HashMap<&str, f64> = HashMap::default();
+            if let (Some(f), Some(qv), Some(a)) = (&self.facts, qv, anchor.and_then(|a| g.doc(a))) {
+                if p.hop_fact > 0.0 {
+                    let ts: Vec<(&str, &str, &str)> = a.triples().collect();
+                    for (t, c) in ts.iter().zip(f.cosines(ts.iter().copied(), qv)) {
+                        let x = c.map_or(0.0, |c| (c as f64 - p.fact_dense_floor).max(0.0));
+                        for end in [t.0, t.2] {
+                            let e = said.entry(end).or_default();
+                            *e = e.max(x);
+                        }
+                    }
+                }
+            }
+            let score = |d: &str| scores.get(d).copied().unwrap_or(0.0);
+            let key = |(d, e): &(&str, &str)| (if p.hop_by_fact { by_fact.get(e).copied().unwrap_or(0.0) } else { 0.0 }, score(d) + p.hop_fact * said.get(e).copied().unwrap_or(0.0));
             hops.retain(|(d, _)| score(d) > 0.0);
             hops.sort_by(|a, b| key(b).0.total_cmp(&key(a).0).then_with(|| key(b).1.total_cmp(&key(a).1)).then_with(|| a.cmp(b)));
             let mut risen: Vec<&str> = Vec::new();
