@@ -363,3 +363,30 @@ fn the_page_named_by_the_fact_the_question_asks_about_is_the_second() {
     let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
     assert!(pos(&off, "hall") < pos(&off, "margaret"), "by score alone the wordier page first: {off:?}");
 }
+
+/// The page asked from is the one whose whole title the question writes, even when the name that
+/// links is another's: the 4th Baron's page writes his name with a middle name, so no entity is
+/// titled as the question writes him and the name linked is the 1st Baron's; with `hop_titled`
+/// the 4th Baron's page is the anchor, and his father's page, which it names, comes next.
+#[test]
+fn the_page_whose_title_the_question_writes_is_the_one_asked_from() {
+    let docs = vec![
+        doc("first", "Alexander Baring, 1st Baron Ashburton", "Alexander Baring, 1st Baron Ashburton was a British banker and politician. Alexander Baring married Anne Louisa Bingham."),
+        doc("fourth", "Alexander Baring, 4th Baron Ashburton", "Alexander Hugh Baring, 4th Baron Ashburton was a British politician. He was the son of Francis Baring, 3rd Baron Ashburton."),
+        doc("third", "Francis Baring, 3rd Baron Ashburton", "Francis Baring, 3rd Baron Ashburton was a British politician who died in 1868."),
+        doc("anne", "Anne Louisa Bingham", "Anne Louisa Bingham was an American socialite who died in 1848."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    let q = "When did Alexander Baring, 4Th Baron Ashburton's father die?";
+    let ranked = |on: &str| {
+        let mut p = h.params.clone();
+        p.set("hop_titled", on).unwrap();
+        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 4).unwrap();
+        got.documents.into_iter().map(|d| d.id).collect::<Vec<_>>()
+    };
+    let (on, off) = (ranked("true"), ranked("false"));
+    assert_eq!(on[..2], ["fourth", "third"], "the page the question writes, then the father's: {on:?}");
+    let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
+    assert!(pos(&off, "third") > 1, "without, the 1st Baron's page is asked from: {off:?}");
+}

@@ -192,6 +192,10 @@ pub struct HybridParams {
     /// `fact_dense_floor`) to the best of the anchor page's facts that name its entity: "the
     /// husband of X" picks the page of the one X's page says X married (0: by score alone).
     pub hop_fact: f64,
+    /// The page asked from is, of the best-scored pages, the one whose whole title the question
+    /// writes (the longest), before the own pages of its linked names: "Alexander Baring, 4th
+    /// Baron Ashburton" is asked from that page even when the name linked is the 1st Baron's.
+    pub hop_titled: bool,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
     pub name_pages_min: usize,
@@ -253,6 +257,7 @@ impl Default for HybridParams {
             hop_pages_k: 1,
             hop_by_fact: false,
             hop_fact: 4.0,
+            hop_titled: true,
             page_variants: true,
             page_aliases: true,
             page_links: false,
@@ -313,6 +318,7 @@ impl HybridParams {
             "hop_pages" => self.hop_pages = num(key, value)?,
             "hop_pages_k" => self.hop_pages_k = num(key, value)?,
             "hop_fact" => self.hop_fact = num(key, value)?,
+            "hop_titled" => self.hop_titled = value.parse().map_err(|_| format!("hop_titled: true or false, not {value}"))?,
             "hop_by_fact" => self.hop_by_fact = value.parse().map_err(|_| format!("hop_by_fact: true or false, not {value}"))?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
             "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
@@ -505,7 +511,7 @@ impl Hybrid {
                     *e = e.max(*x);
                 }
             }
-            let (anchor, mut hops) = hop_pages(g, &names, &proper_shares, &scores, p);
+            let (anchor, mut hops) = hop_pages(g, q, &capitalised, &names, &proper_shares, &scores, p);
             // how near the question is to what the anchor page says of each entity it names
             let mut said: HashMap<&str, f64> = HashMap::default();
             if let (Some(f), Some(qv), Some(a)) = (&self.facts, qv, anchor.and_then(|a| g.doc(a))) {
@@ -955,9 +961,10 @@ fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], p: &HybridParams, l
 /// The pages one hop from the question's own page: of the own pages of its proper names, the
 /// one scored best (the page the question is asked from), then the own pages of the entities it
 /// mentions, other than the question's linked names and hubs, and not itself.
-fn hop_pages<'g>(g: &'g GraphState, names: &[String], proper: &[(&str, f64)], scores: &HashMap<String, f64>, p: &HybridParams) -> (Option<&'g str>, Vec<(&'g str, &'g str)>) {
+fn hop_pages<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, names: &[String], proper: &[(&str, f64)], scores: &HashMap<String, f64>, p: &HybridParams) -> (Option<&'g str>, Vec<(&'g str, &'g str)>) {
     let score = |d: &str| scores.get(d).copied().unwrap_or(0.0);
-    let anchor = name_pages(g, proper, p, false).into_iter().map(|(d, _)| d).max_by(|a, b| score(a).total_cmp(&score(b)).then_with(|| b.cmp(a)));
+    let titled = if p.hop_titled { titled_in(g, q, capitalised, scores) } else { None };
+    let anchor = titled.or_else(|| name_pages(g, proper, p, false).into_iter().map(|(d, _)| d).max_by(|a, b| score(a).total_cmp(&score(b)).then_with(|| b.cmp(a))));
     let Some(anchor) = anchor.and_then(|d| g.doc(d)) else { return (None, vec![]) };
     let mut out: HashSet<(&str, &str)> = HashSet::default();
     for (id, _) in anchor.entities() {
@@ -968,6 +975,28 @@ fn hop_pages<'g>(g: &'g GraphState, names: &[String], proper: &[(&str, f64)], sc
         out.extend(own_pages(g, e, p, false).into_iter().map(|d| (d.id(), id)).filter(|(d, _)| *d != anchor.id()));
     }
     (Some(anchor.id()), out.into_iter().collect())
+}
+
+/// Of the five best-scored pages, the one whose whole title (of two words or more) the question
+/// writes as a name (its first word with a capital: not the page "Place of birth" for "the place
+/// of birth of X"), the longest; a possessive "'s" on its last word is allowed.
+fn titled_in<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, scores: &HashMap<String, f64>) -> Option<&'g str> {
+    let qn = normalize(q);
+    let qw: Vec<&str> = crate::normalize::words(&qn).collect();
+    let mut best: Vec<(&String, f64)> = scores.iter().map(|(d, x)| (d, *x)).collect();
+    best.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let written = |tw: &[&str]| {
+        qw.windows(tw.len()).any(|w| {
+            w.iter().zip(tw).enumerate().all(|(i, (a, b))| a == b || (i + 1 == tw.len() && a.strip_suffix('s') == Some(b)))
+        })
+    };
+    best.into_iter()
+        .take(5)
+        .filter_map(|(d, _)| g.doc(d))
+        .map(|d| (d.id(), crate::normalize::words(d.title_key()).collect::<Vec<_>>()))
+        .filter(|(_, tw)| tw.len() >= 2 && capitalised.contains(tw[0]) && written(tw))
+        .fold(None, |best: Option<(&'g str, usize)>, (d, tw)| if best.is_some_and(|(_, n)| n >= tw.len()) { best } else { Some((d, tw.len())) })
+        .map(|(d, _)| d)
 }
 
 struct Walked<'g> {
