@@ -253,7 +253,7 @@ impl Default for HybridParams {
             named_enough: 0.2,
             name_pages: 1.0,
             name_pages_min: 2,
-            hop_pages: 1.0,
+            hop_pages: 2.0,
             hop_pages_k: 1,
             hop_by_fact: false,
             hop_fact: 4.0,
