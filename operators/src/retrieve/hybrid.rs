@@ -979,7 +979,8 @@ fn hop_pages<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, name
 
 /// Of the five best-scored pages, the one whose whole title (of two words or more) the question
 /// writes as a name (its first word with a capital: not the page "Place of birth" for "the place
-/// of birth of X"), the longest; a possessive "'s" on its last word is allowed.
+/// of birth of X"), the longest, and titles no other of the five (a book cut into chunks); a
+/// possessive "'s" on its last word is allowed.
 fn titled_in<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, scores: &HashMap<String, f64>) -> Option<&'g str> {
     let qn = normalize(q);
     let qw: Vec<&str> = crate::normalize::words(&qn).collect();
@@ -990,9 +991,11 @@ fn titled_in<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, scor
             w.iter().zip(tw).enumerate().all(|(i, (a, b))| a == b || (i + 1 == tw.len() && a.strip_suffix('s') == Some(b)))
         })
     };
-    best.into_iter()
-        .take(5)
-        .filter_map(|(d, _)| g.doc(d))
+    let top: Vec<DocView<'g>> = best.into_iter().take(5).filter_map(|(d, _)| g.doc(d)).collect();
+    // a title several of them share names a work cut into chunks, not a page about one thing
+    let shared = |d: &DocView<'g>| top.iter().filter(|o| o.title_key() == d.title_key()).count() > 1;
+    top.iter()
+        .filter(|d| !shared(d))
         .map(|d| (d.id(), crate::normalize::words(d.title_key()).collect::<Vec<_>>()))
         .filter(|(_, tw)| tw.len() >= 2 && capitalised.contains(tw[0]) && written(tw))
         .fold(None, |best: Option<(&'g str, usize)>, (d, tw)| if best.is_some_and(|(_, n)| n >= tw.len()) { best } else { Some((d, tw.len())) })
