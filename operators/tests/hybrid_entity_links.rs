@@ -120,6 +120,15 @@ fn graph_only(g: &GraphState, h: &Hybrid, q: &str, k: usize, key: &str, value: &
     Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(g, q, k).unwrap()
 }
 
+/// The ids the full hybrid ranks for `q`, with the weights `set` by name.
+fn ranked_with(g: &GraphState, h: &Hybrid, q: &str, k: usize, set: &[(&str, &str)]) -> Vec<String> {
+    let mut p = h.params.clone();
+    for (key, value) in set {
+        p.set(key, value).unwrap();
+    }
+    Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(g, q, k).unwrap().documents.into_iter().map(|d| d.id).collect()
+}
+
 #[test]
 fn a_name_written_short_links_through_its_vector() {
     let dir = tempfile::tempdir().unwrap();
@@ -312,12 +321,7 @@ fn the_second_page_of_a_question_about_one_thing_is_one_its_page_names() {
     let dir = tempfile::tempdir().unwrap();
     let (g, h) = hybrid_over(dir.path(), docs);
     let q = "Where was the mother of Lord Ashby born?";
-    let ranked = |hop: &str| {
-        let mut p = h.params.clone();
-        p.set("hop_pages", hop).unwrap();
-        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 5).unwrap();
-        got.documents.into_iter().map(|d| d.id).collect::<Vec<_>>()
-    };
+    let ranked = |hop: &str| ranked_with(&g, &h, q, 5, &[("hop_pages", hop)]);
     let (on, off) = (ranked("1"), ranked("0"));
     assert_eq!(on[0], "lord", "the page asked from first: {on:?}");
     assert!(["margaret", "earl"].contains(&on[1].as_str()), "then a page it names: {on:?}");
@@ -349,15 +353,9 @@ fn the_page_named_by_the_fact_the_question_asks_about_is_the_second() {
     let dir = tempfile::tempdir().unwrap();
     let (g, h) = hybrid_over(dir.path(), docs);
     let q = "Where was the wife of Lord Ashby born?";
-    let ranked = |w: &str| {
-        let mut p = h.params.clone();
-        p.set("hop_fact", w).unwrap();
-        // facts matched by their words alone, as a corpus too large for every fact's vector to
-        // be read: "married" does not write "wife"
-        p.set("fact_dense", "0").unwrap();
-        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 4).unwrap();
-        got.documents.into_iter().map(|d| d.id).collect::<Vec<_>>()
-    };
+    // facts matched by their words alone, as a corpus too large for every fact's vector to be
+    // read: "married" does not write "wife"
+    let ranked = |w: &str| ranked_with(&g, &h, q, 4, &[("hop_fact", w), ("fact_dense", "0")]);
     let (on, off) = (ranked("4"), ranked("0"));
     assert_eq!(on[..2], ["lord", "margaret"], "the wife's page second: {on:?}");
     let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
@@ -379,12 +377,7 @@ fn the_page_whose_title_the_question_writes_is_the_one_asked_from() {
     let dir = tempfile::tempdir().unwrap();
     let (g, h) = hybrid_over(dir.path(), docs);
     let q = "When did Alexander Baring, 4Th Baron Ashburton's father die?";
-    let ranked = |on: &str| {
-        let mut p = h.params.clone();
-        p.set("hop_titled", on).unwrap();
-        let got = Retriever::Hybrid(Arc::new(Hybrid { params: p, ..h.clone() })).retrieve(&g, q, 4).unwrap();
-        got.documents.into_iter().map(|d| d.id).collect::<Vec<_>>()
-    };
+    let ranked = |on: &str| ranked_with(&g, &h, q, 4, &[("hop_titled", on)]);
     let (on, off) = (ranked("true"), ranked("false"));
     assert_eq!(on[..2], ["fourth", "third"], "the page the question writes, then the father's: {on:?}");
     let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
