@@ -383,3 +383,24 @@ fn the_page_whose_title_the_question_writes_is_the_one_asked_from() {
     let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
     assert!(pos(&off, "third") > 1, "without, the 1st Baron's page is asked from: {off:?}");
 }
+
+/// A question about two named things asks for their two pages: with `titled_pages` the pages
+/// whose whole titles it writes come first, above a page that holds more of its other words.
+#[test]
+fn the_pages_a_question_about_two_things_titles_come_first() {
+    let docs = vec![
+        doc("em", "Entertain Magazine", "Entertain Magazine is a British entertainment magazine first published in 2008."),
+        doc("wc", "Woman's Century", "Woman's Century was a Canadian periodical, published from 1913 to 1921."),
+        doc("ff", "First for Women", "First for Women is a magazine for women. It came out first in 1989, before Entertain Magazine came out, and Woman's Century came out first of all the magazines; First for Women came out weekly, Entertain Magazine monthly, Woman's Century monthly."),
+        doc("mg", "Magazine", "A magazine is a periodical publication."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    let q = "Which magazine came out first, Entertain Magazine or Woman's Century?";
+    let (on, off) = (ranked_with(&g, &h, q, 4, &[("titled_pages", "1")]), ranked_with(&g, &h, q, 4, &[("titled_pages", "0")]));
+    let mut top2 = on[..2].to_vec();
+    top2.sort();
+    assert_eq!(top2, ["em", "wc"], "the two pages the question titles first: {on:?}");
+    let pos = |v: &[String], id: &str| v.iter().position(|d| d == id).unwrap_or(usize::MAX);
+    assert!(pos(&off, "ff") < pos(&off, "em").max(pos(&off, "wc")), "without, the wordy page comes before one of them: {off:?}");
+}

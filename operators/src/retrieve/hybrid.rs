@@ -196,6 +196,10 @@ pub struct HybridParams {
     /// writes (the longest), before the own pages of its linked names: "Alexander Baring, 4th
     /// Baron Ashburton" is asked from that page even when the name linked is the 1st Baron's.
     pub hop_titled: bool,
+    /// When the question names two things or more, each of the ten best-scored pages whose whole
+    /// title it writes as a name gets this added ("Which magazine came out first, Entertain
+    /// Magazine or Woman's Century?" asks for exactly those two pages; 0: off).
+    pub titled_pages: f64,
     /// Proper names the question must link for `name_pages` to apply: one named thing already
     /// tops the walk; two compete for its mass, and each is asked about.
     pub name_pages_min: usize,
@@ -258,6 +262,7 @@ impl Default for HybridParams {
             hop_by_fact: false,
             hop_fact: 4.0,
             hop_titled: true,
+            titled_pages: 1.0,
             page_variants: true,
             page_aliases: true,
             page_links: false,
@@ -318,6 +323,7 @@ impl HybridParams {
             "hop_pages" => self.hop_pages = num(key, value)?,
             "hop_pages_k" => self.hop_pages_k = num(key, value)?,
             "hop_fact" => self.hop_fact = num(key, value)?,
+            "titled_pages" => self.titled_pages = num(key, value)?,
             "hop_titled" => self.hop_titled = value.parse().map_err(|_| format!("hop_titled: true or false, not {value}"))?,
             "hop_by_fact" => self.hop_by_fact = value.parse().map_err(|_| format!("hop_by_fact: true or false, not {value}"))?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
@@ -497,6 +503,13 @@ impl Hybrid {
             let ends: Vec<(&str, f64)> = ends.into_iter().collect();
             for (d, bonus) in name_pages(g, &ends, p, true) {
                 *scores.entry(d.to_string()).or_default() += p.fact_pages * bonus;
+            }
+        }
+        if p.titled_pages > 0.0 && groups.len() >= 2 {
+            for d in titled_in(g, q, &capitalised, &scores, 10, 1) {
+                if let Some(s) = scores.get_mut(d) {
+                    *s += p.titled_pages;
+                }
             }
         }
         if p.hop_pages > 0.0 && groups.len() == 1 {
@@ -963,7 +976,7 @@ fn name_pages<'g>(g: &'g GraphState, shares: &[(&str, f64)], p: &HybridParams, l
 /// mentions, other than the question's linked names and hubs, and not itself.
 fn hop_pages<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, names: &[String], proper: &[(&str, f64)], scores: &HashMap<String, f64>, p: &HybridParams) -> (Option<&'g str>, Vec<(&'g str, &'g str)>) {
     let score = |d: &str| scores.get(d).copied().unwrap_or(0.0);
-    let titled = if p.hop_titled { titled_in(g, q, capitalised, scores) } else { None };
+    let titled = if p.hop_titled { titled_in(g, q, capitalised, scores, 5, 2).into_iter().next() } else { None };
     let anchor = titled.or_else(|| name_pages(g, proper, p, false).into_iter().map(|(d, _)| d).max_by(|a, b| score(a).total_cmp(&score(b)).then_with(|| b.cmp(a))));
     let Some(anchor) = anchor.and_then(|d| g.doc(d)) else { return (None, vec![]) };
     let mut out: HashSet<(&str, &str)> = HashSet::default();
@@ -977,11 +990,11 @@ fn hop_pages<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, name
     (Some(anchor.id()), out.into_iter().collect())
 }
 
-/// Of the five best-scored pages, the one whose whole title (of two words or more) the question
-/// writes as a name (its first word with a capital: not the page "Place of birth" for "the place
-/// of birth of X"), the longest, and titles no other of the five (a book cut into chunks); a
-/// possessive "'s" on its last word is allowed.
-fn titled_in<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, scores: &HashMap<String, f64>) -> Option<&'g str> {
+/// Of the `n` best-scored pages, those whose whole title (of `min_words` words or more) the
+/// question writes as a name (its first word with a capital: not the page "Place of birth" for
+/// "the place of birth of X"), and that no other of the `n` shares (a book cut into chunks), the
+/// longest title first; a possessive "'s" on a title's last word is allowed.
+fn titled_in<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, scores: &HashMap<String, f64>, n: usize, min_words: usize) -> Vec<&'g str> {
     let qn = normalize(q);
     let qw: Vec<&str> = crate::normalize::words(&qn).collect();
     let mut best: Vec<(&String, f64)> = scores.iter().map(|(d, x)| (d, *x)).collect();
@@ -991,15 +1004,18 @@ fn titled_in<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, scor
             w.iter().zip(tw).enumerate().all(|(i, (a, b))| a == b || (i + 1 == tw.len() && a.strip_suffix('s') == Some(b)))
         })
     };
-    let top: Vec<DocView<'g>> = best.into_iter().take(5).filter_map(|(d, _)| g.doc(d)).collect();
-    // a title several of them share names a work cut into chunks, not a page about one thing
+    let top: Vec<DocView<'g>> = best.into_iter().take(n).filter_map(|(d, _)| g.doc(d)).collect();
     let shared = |d: &DocView<'g>| top.iter().filter(|o| o.title_key() == d.title_key()).count() > 1;
-    top.iter()
+    let mut found: Vec<(&'g str, usize)> = top
+        .iter()
         .filter(|d| !shared(d))
         .map(|d| (d.id(), crate::normalize::words(d.title_key()).collect::<Vec<_>>()))
-        .filter(|(_, tw)| tw.len() >= 2 && capitalised.contains(tw[0]) && written(tw))
-        .fold(None, |best: Option<(&'g str, usize)>, (d, tw)| if best.is_some_and(|(_, n)| n >= tw.len()) { best } else { Some((d, tw.len())) })
-        .map(|(d, _)| d)
+        .filter(|(_, tw)| !tw.is_empty() && tw.len() >= min_words && capitalised.contains(tw[0]) && written(tw))
+        .map(|(d, tw)| (d, tw.len()))
+        .collect();
+    // the longest first, then by score (a stable sort keeps the score order)
+    found.sort_by(|a, b| b.1.cmp(&a.1));
+    found.into_iter().map(|(d, _)| d).collect()
 }
 
 struct Walked<'g> {
