@@ -360,6 +360,10 @@ impl HybridParams {
             ("without named pages", with(&|p| p.name_pages = 0.0)),
             ("without fact pages", with(&|p| p.fact_pages = 0.0)),
             ("without hop pages", with(&|p| p.hop_pages = 0.0)),
+            ("without titled pages", with(&|p| {
+                p.titled_pages = 0.0;
+                p.hop_titled = false;
+            })),
             ("without qualified titles", with(&|p| p.page_variants = false)),
             ("without alias pages", with(&|p| p.page_aliases = false)),
             ("without facts per name", with(&|p| p.fact_per_name = 0)),
