@@ -185,9 +185,6 @@ pub struct HybridParams {
     pub hop_pages: f64,
     /// How many of those pages rise, the best scored first.
     pub hop_pages_k: usize,
-    /// Of those pages, the ones whose entity ends a fact matched to the question rise first, by
-    /// the fact's score (false: by their score alone).
-    pub hop_by_fact: bool,
     /// Each of those pages also rises by this times how near the question is (cosine above
     /// `fact_dense_floor`) to the best of the anchor page's facts that name its entity: "the
     /// husband of X" picks the page of the one X's page says X married (0: by score alone).
@@ -259,7 +256,6 @@ impl Default for HybridParams {
             name_pages_min: 2,
             hop_pages: 2.0,
             hop_pages_k: 1,
-            hop_by_fact: false,
             hop_fact: 4.0,
             hop_titled: true,
             titled_pages: 1.0,
@@ -325,7 +321,6 @@ impl HybridParams {
             "hop_fact" => self.hop_fact = num(key, value)?,
             "titled_pages" => self.titled_pages = num(key, value)?,
             "hop_titled" => self.hop_titled = value.parse().map_err(|_| format!("hop_titled: true or false, not {value}"))?,
-            "hop_by_fact" => self.hop_by_fact = value.parse().map_err(|_| format!("hop_by_fact: true or false, not {value}"))?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
             "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
             "page_links" => self.page_links = value.parse().map_err(|_| format!("page_links: true or false, not {value}"))?,
@@ -343,6 +338,11 @@ impl HybridParams {
 
     /// Each part of the hybrid that is on, switched off in turn, by name (a part already off
     /// is left out: its row would only repeat the whole).
+    /// What a fact's cosine to the question says beyond `fact_dense_floor` (0 without a vector).
+    fn above_floor(&self, cosine: Option<f32>) -> f64 {
+        cosine.map_or(0.0, |c| (c as f64 - self.fact_dense_floor).max(0.0))
+    }
+
     pub fn ablations(&self) -> Vec<(&'static str, HybridParams)> {
         let with = |f: &dyn Fn(&mut HybridParams)| {
             let mut p = self.clone();
@@ -520,35 +520,24 @@ impl Hybrid {
             // the page asked from keeps its place above the pages it leads to, and of those only
             // the best `hop_pages_k` rise: a question of three hops still needs its third page
             // before the rest of the second's neighbours
-            // (those whose entity ends a fact matched to the question first, by that fact's score)
-            let mut by_fact: HashMap<&str, f64> = HashMap::default();
-            for ((s, _, o), x) in &facts {
-                for end in [*s, *o] {
-                    let e = by_fact.entry(end).or_default();
-                    *e = e.max(*x);
-                }
-            }
-            let (anchor, mut hops) = hop_pages(g, q, &capitalised, &names, &proper_shares, &scores, p);
+            let (anchor, hops) = hop_pages(g, q, &capitalised, &names, &proper_shares, &scores, p);
             // how near the question is to what the anchor page says of each entity it names
             let mut said: HashMap<&str, f64> = HashMap::default();
-            if let (Some(f), Some(qv), Some(a)) = (&self.facts, qv, anchor.and_then(|a| g.doc(a))) {
-                if p.hop_fact > 0.0 {
-                    let ts: Vec<(&str, &str, &str)> = a.triples().collect();
-                    for (t, c) in ts.iter().zip(f.cosines(ts.iter().copied(), qv)) {
-                        let x = c.map_or(0.0, |c| (c as f64 - p.fact_dense_floor).max(0.0));
-                        for end in [t.0, t.2] {
-                            let e = said.entry(end).or_default();
-                            *e = e.max(x);
-                        }
+            if let (true, Some(f), Some(qv), Some(a)) = (p.hop_fact > 0.0, &self.facts, qv, anchor.and_then(|a| g.doc(a))) {
+                let ts: Vec<(&str, &str, &str)> = a.triples().collect();
+                for (t, c) in ts.iter().zip(f.cosines(ts.iter().copied(), qv)) {
+                    let x = p.above_floor(c);
+                    for end in [t.0, t.2] {
+                        let e = said.entry(end).or_default();
+                        *e = e.max(x);
                     }
                 }
             }
             let score = |d: &str| scores.get(d).copied().unwrap_or(0.0);
-            let key = |(d, e): &(&str, &str)| (if p.hop_by_fact { by_fact.get(e).copied().unwrap_or(0.0) } else { 0.0 }, score(d) + p.hop_fact * said.get(e).copied().unwrap_or(0.0));
-            hops.retain(|(d, _)| score(d) > 0.0);
-            hops.sort_by(|a, b| key(b).0.total_cmp(&key(a).0).then_with(|| key(b).1.total_cmp(&key(a).1)).then_with(|| a.cmp(b)));
+            let mut keyed: Vec<((&str, &str), f64)> = hops.into_iter().filter(|(d, _)| score(d) > 0.0).map(|(d, e)| ((d, e), score(d) + p.hop_fact * said.get(e).copied().unwrap_or(0.0))).collect();
+            keyed.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             let mut risen: Vec<&str> = Vec::new();
-            for (d, _) in hops {
+            for ((d, _), _) in keyed {
                 if risen.len() < p.hop_pages_k && !risen.contains(&d) {
                     risen.push(d);
                 }
@@ -771,7 +760,7 @@ impl Hybrid {
         let cands: Vec<(&str, &str, &str)> = cands.into_iter().collect();
         let near: Vec<f64> = match (&self.facts, qv) {
             (Some(f), Some(qv)) if p.fact_dense > 0.0 => {
-                f.cosines(cands.iter().copied(), qv).into_iter().map(|c| c.map_or(0.0, |c| (c as f64 - p.fact_dense_floor).max(0.0))).collect()
+                f.cosines(cands.iter().copied(), qv).into_iter().map(|c| p.above_floor(c)).collect()
             }
             _ => vec![0.0; cands.len()],
         };
@@ -1001,8 +990,14 @@ fn hop_pages<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, name
 fn titled_in<'g>(g: &'g GraphState, q: &str, capitalised: &HashSet<String>, scores: &HashMap<String, f64>, n: usize, min_words: usize) -> Vec<&'g str> {
     let qn = normalize(q);
     let qw: Vec<&str> = crate::normalize::words(&qn).collect();
+    // the n best without sorting every page the walk reached (the ranking sorts them later)
     let mut best: Vec<(&String, f64)> = scores.iter().map(|(d, x)| (d, *x)).collect();
-    best.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let by_score = |a: &(&String, f64), b: &(&String, f64)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0));
+    if best.len() > n {
+        best.select_nth_unstable_by(n, by_score);
+        best.truncate(n);
+    }
+    best.sort_by(by_score);
     let written = |tw: &[&str]| {
         qw.windows(tw.len()).any(|w| {
             w.iter().zip(tw).enumerate().all(|(i, (a, b))| a == b || (i + 1 == tw.len() && a.strip_suffix('s') == Some(b)))
