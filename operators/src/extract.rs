@@ -2,10 +2,15 @@
 //!
 //! Per sentence it finds mentions (name-like spans of capitalised words, dates, numbers), links
 //! consecutive mentions by the words between them as the relation phrase, and links the
-//! document's title (an entity of its own) to the first mention of every sentence. Crude next to
-//! an LLM, but it gives a connected graph offline and costs microseconds per sentence.
+//! document's title (an entity of its own) to the first mention of every sentence. A sentence
+//! that names fewer than two things also gives its concepts (runs of lower-case content words:
+//! "myocardial infarction", "canadian writer"), linked the same way, so that text whose key
+//! terms are lower case or whose names are few still makes a graph. Crude next to an LLM, but it
+//! gives a connected graph offline and costs microseconds per sentence.
 
 use std::collections::HashSet;
+
+use rustc_hash::FxHashSet;
 
 use streamrag_schemas::{Mention, Triple};
 
@@ -325,6 +330,187 @@ fn join_words(toks: &[Tok<'_>]) -> String {
     s
 }
 
+/// Lower-case words that never belong to a concept: English's closed classes (articles,
+/// pronouns, prepositions, conjunctions, auxiliaries and modals, quantifiers and number words)
+/// and its commonest adverbs. Nothing here is any corpus's vocabulary.
+const FUNCTION_WORDS: &[&str] = &[
+    "a", "an", "the", "this", "that", "these", "those", "such", "some", "any", "no", "every",
+    "each", "either", "neither", "all", "both", "many", "much", "more", "most", "less", "least",
+    "few", "fewer", "several", "other", "another", "same", "own", "only", "just", "even", "also",
+    "too", "very", "so", "than", "then", "now", "here", "there", "where", "when", "while", "why",
+    "how", "what", "which", "who", "whom", "whose", "whether", "if", "unless", "because", "since",
+    "although", "though", "however", "therefore", "thus", "hence", "yet", "still", "already",
+    "again", "once", "twice", "ever", "never", "always", "often", "sometimes", "usually", "soon",
+    "later", "earlier", "not", "nor", "and", "or", "but", "as", "of", "in", "on", "at", "by", "for",
+    "from", "to", "with", "without", "within", "into", "onto", "upon", "over", "under", "above",
+    "below", "between", "among", "through", "throughout", "during", "before", "after", "until",
+    "till", "against", "about", "around", "across", "along", "behind", "beyond", "near", "off",
+    "out", "up", "down", "via", "per", "like", "unlike", "despite", "toward", "towards", "except",
+    "i", "me", "my", "mine", "we", "us", "our", "ours", "you", "your", "yours", "he", "him", "his",
+    "she", "her", "hers", "it", "its", "they", "them", "their", "theirs", "himself", "herself",
+    "itself", "themselves", "myself", "yourself", "ourselves", "one", "ones", "someone",
+    "something", "anyone", "anything", "everyone", "everything", "nothing", "nobody", "none",
+    "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "having", "do",
+    "does", "did", "done", "doing", "will", "would", "shall", "should", "can", "could", "may",
+    "might", "must", "ought", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    "ten", "hundred", "thousand", "million", "billion", "first", "second", "third", "last",
+    "next", "well", "rather", "quite", "almost", "about", "approximately", "respectively",
+    "etc", "ie", "eg", "vs", "else", "whereas", "whilst", "therein", "thereby", "whereby",
+];
+
+/// Words after which a word ending in "-ed" or "-ing" is a verb ("was married", "has written"),
+/// not the start of a concept.
+const AUXILIARIES: &[&str] = &[
+    "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "having", "do",
+    "does", "did", "will", "would", "shall", "should", "can", "could", "may", "might", "must",
+    "not", "to",
+];
+
+/// Words after which any word is a verb ("she plays", "who founded").
+const SUBJECTS: &[&str] = &["he", "she", "it", "they", "we", "i", "you", "who"];
+
+/// Words before which a word is a verb ("reduces the risk", "plays a role", "married his cousin").
+const DETERMINERS: &[&str] = &["the", "a", "an", "this", "these", "those", "his", "her", "its", "their", "our", "my", "your"];
+
+/// English verbs and participles that are not nouns and do not end in "-ed" ("born in",
+/// "known as", "became"): a concept ends before them.
+const IRREGULAR_VERBS: &[&str] = &[
+    "born", "known", "written", "wrote", "made", "makes", "make", "given", "gave", "taken", "took",
+    "seen", "saw", "become", "became", "becomes", "began", "begun", "begins", "found", "held",
+    "led", "left", "lost", "met", "paid", "said", "says", "sent", "told", "won", "drawn", "drew",
+    "grown", "grew", "shown", "chosen", "spoken", "sung", "sang", "built", "brought", "bought",
+    "caught", "taught", "thought", "fought", "kept", "sold", "stood", "understood", "went",
+    "gone", "came", "comes", "get", "gets", "got", "gotten", "put", "run", "ran", "set", "let",
+    "include", "includes", "includes", "contains", "contain", "remains", "remain", "lies", "lay",
+    "lain", "worn", "torn", "sworn", "thrown", "threw", "flew", "flown", "rose", "risen", "fell",
+    "fallen", "ate", "eaten", "beaten", "forgotten", "hidden", "ridden", "driven", "drove",
+    "struck", "stuck", "hung", "dealt", "felt", "meant", "heard", "lent", "spent", "built",
+    "won", "shot", "fed", "bred", "fled", "spread", "read", "wound", "ground", "bound", "spun",
+];
+
+/// Endings of adverbs ("originally", "currently"): a concept ends before them.
+const ADVERB_ENDINGS: &[&str] = &["ally", "ously", "ively", "ently", "antly", "edly", "ingly", "fully", "ately", "arly", "ntly"];
+
+/// A sentence that names this many things (names or the title) gives no concepts: its names
+/// carry it.
+const MIN_NAMES_WITHOUT_CONCEPTS: usize = 2;
+
+/// Most words in one concept; a longer run of content words is cut into concepts of three.
+const MAX_CONCEPT_WORDS: usize = 4;
+
+/// The word lists above as sets, built once.
+struct WordSets {
+    function: FxHashSet<&'static str>,
+    verbs: FxHashSet<&'static str>,
+    auxiliaries: FxHashSet<&'static str>,
+    subjects: FxHashSet<&'static str>,
+    determiners: FxHashSet<&'static str>,
+}
+
+static WORDS: std::sync::LazyLock<WordSets> = std::sync::LazyLock::new(|| WordSets {
+    function: FUNCTION_WORDS.iter().copied().collect(),
+    verbs: IRREGULAR_VERBS.iter().copied().collect(),
+    auxiliaries: AUXILIARIES.iter().copied().collect(),
+    subjects: SUBJECTS.iter().copied().collect(),
+    determiners: DETERMINERS.iter().copied().collect(),
+});
+
+fn adverb(w: &str) -> bool {
+    w.len() > 6 && ADVERB_ENDINGS.iter().any(|e| w.ends_with(e))
+}
+
+/// A lower-case content word: letters (hyphens and apostrophes inside), not a function word,
+/// not an adverb.
+fn content_word(w: &str) -> bool {
+    let letters = w.chars().filter(|c| c.is_alphabetic()).count();
+    letters >= 2
+        && w.chars().next().is_some_and(char::is_lowercase)
+        && w.chars().all(|c| c.is_alphabetic() || matches!(c, '-' | '\'' | '’'))
+        && !WORDS.function.contains(w)
+        && !WORDS.verbs.contains(w)
+        && !adverb(w)
+}
+
+/// A participle or past tense ("directed", "starring"): read as a verb when something says so
+/// (see `concept_spans`), as an adjective otherwise ("infected patients", "opening ceremony").
+fn participle(w: &str) -> bool {
+    (w.len() > 4 && w.ends_with("ed")) || (w.len() > 5 && w.ends_with("ing"))
+}
+
+/// Concepts: runs of lower-case content words outside the name spans ("chinese-born canadian
+/// writer", "platelet aggregation", "heart failure"), the key terms of text whose names are few
+/// or lower-case. A participle ends a run where it reads as a verb: after an auxiliary, a pronoun
+/// or a relative ("was married", "who directed"), inside a run ("the film directed"), or before
+/// anything but a content word ("founded in", "starring John Smith"). A possessive ends its run ("the company's founder").
+fn concept_spans(toks: &[Tok<'_>], names: &[Span]) -> Vec<Span> {
+    let mut covered = vec![false; toks.len()];
+    for sp in names {
+        covered[sp.start..sp.end].iter_mut().for_each(|c| *c = true);
+    }
+    // each token once: its lower case (empty for punctuation) and whether it may be in a concept
+    let lower: Vec<String> = toks.iter().map(|t| if t.kind == TokKind::Word { t.text.to_lowercase() } else { String::new() }).collect();
+    let content: Vec<bool> = toks.iter().enumerate().map(|(k, t)| t.kind == TokKind::Word && !covered[k] && content_word(t.text)).collect();
+    let is = |k: usize, set: &FxHashSet<&str>| lower.get(k).is_some_and(|w| set.contains(w.as_str()));
+    // what the words before say of word k (past adverbs: "who currently plays"): Some(true)
+    // after a subject, Some(false) after an auxiliary
+    let cue = |k: usize| {
+        let mut j = k;
+        while j > 0 {
+            j -= 1;
+            if is(j, &WORDS.subjects) {
+                return Some(true);
+            }
+            if is(j, &WORDS.auxiliaries) {
+                return Some(false);
+            }
+            if !adverb(&lower[j]) {
+                return None;
+            }
+        }
+        None
+    };
+    let verb = |k: usize| cue(k) == Some(true) || (participle(&lower[k]) && cue(k).is_some()) || is(k + 1, &WORDS.determiners);
+    let possessive = |w: &str| w.ends_with("'s") || w.ends_with("’s");
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if !content[i] {
+            i += 1;
+            continue;
+        }
+        // a participle opens a concept only before another content word ("infected patients",
+        // not "directed by" nor "starring John Smith")
+        if verb(i) || (participle(&lower[i]) && !content.get(i + 1).copied().unwrap_or(false)) {
+            i += 1;
+            continue;
+        }
+        let mut e = i + 1;
+        if !possessive(&lower[i]) {
+            while content.get(e).copied().unwrap_or(false) {
+                let x = &lower[e];
+                if verb(e) || (participle(x) && !(x.ends_with("ing") && is(e + 1, &WORDS.function))) {
+                    break;
+                }
+                e += 1;
+                if possessive(x) {
+                    break;
+                }
+            }
+        }
+        // long runs in pieces of three; a piece needs a word of three letters or more
+        let mut a = i;
+        while a < e {
+            let b = if e - a > MAX_CONCEPT_WORDS { a + 3 } else { e };
+            if lower[a..b].iter().any(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 3) {
+                out.push(Span { start: a, end: b, kind: "concept" });
+            }
+            a = b;
+        }
+        i = e;
+    }
+    out
+}
+
 /// Pronouns that stand for a document's subject ("He was", "Her father").
 const SUBJECT_PRONOUNS: &[&str] = &["he", "she", "it", "they", "his", "her", "its", "their"];
 
@@ -369,6 +555,66 @@ fn relation(toks: &[Tok<'_>], max_words: usize) -> Option<String> {
 /// produced by).
 fn local_relation(toks: &[Tok<'_>], spans: &[Span], k: usize) -> Option<String> {
     relation(&toks[spans[k - 1].end..spans[k].start], MAX_RELATION_WORDS).filter(|r| r != "related to")
+}
+
+/// The concept layer of one sentence: its concepts (see [`concept_spans`]) become entities, each
+/// linked to the mention before it and to the sentence's subject by the words between (the
+/// title when a pronoun leads the sentence or no mention comes before), and a name right after a
+/// concept is linked to it ("the film directed by Jerzy Kawalerowicz"). The name triples are the
+/// name layer's; this only adds.
+/// Returns the concepts' names; gives `triple` each triple.
+fn concept_layer(toks: &[Tok<'_>], spans: &[Span], names: &[String], title: &str, triple: &mut dyn FnMut(&str, String, &str)) -> Vec<String> {
+    let concepts = concept_spans(toks, spans);
+    if concepts.is_empty() {
+        return Vec::new();
+    }
+    let concept_names: Vec<String> = concepts
+        .iter()
+        .map(|sp| {
+            let n = join_words(&toks[sp.start..sp.end]);
+            n.strip_suffix("'s").or_else(|| n.strip_suffix("’s")).map(str::to_string).unwrap_or(n)
+        })
+        .collect();
+    // every mention of the sentence, in order: (span, name)
+    let mut all: Vec<(&Span, &str)> = spans.iter().zip(names.iter().map(String::as_str)).chain(concepts.iter().zip(concept_names.iter().map(String::as_str))).collect();
+    all.sort_by_key(|(sp, _)| sp.start);
+    let led = pronoun_led(toks);
+    let lead = without_pronouns(&toks[..all[0].0.start]);
+    for (k, &(sp, name)) in all.iter().enumerate() {
+        let concept = sp.kind == "concept";
+        if k == 0 {
+            if concept && !title.is_empty() {
+                if let Some(r) = relation(&lead, MAX_RELATION_WORDS) {
+                    triple(title, if r == "related to" { "mentions".to_string() } else { r }, name);
+                }
+            }
+            continue;
+        }
+        let (prev, prev_name) = all[k - 1];
+        if !concept && prev.kind != "concept" {
+            continue;
+        }
+        if let Some(r) = relation(&toks[prev.end..sp.start], MAX_RELATION_WORDS) {
+            if !is_alias_relation(&r) {
+                triple(prev_name, r, name);
+            }
+        }
+        if !concept {
+            continue;
+        }
+        let (first, first_name) = all[0];
+        if led && !title.is_empty() {
+            let said: Vec<Tok<'_>> = lead.iter().chain(&toks[first.start..sp.start]).cloned().collect();
+            if let Some(r) = relation(&said, MAX_SUBJECT_RELATION_WORDS) {
+                triple(title, r, name);
+            }
+        } else if k >= 2 && matches!(first.kind, "name" | "title" | "concept") {
+            if let Some(r) = relation(&toks[first.end..sp.start], MAX_SUBJECT_RELATION_WORDS) {
+                triple(first_name, r, name);
+            }
+        }
+    }
+    concept_names
 }
 
 /// Extracts entities and triples from a document.
@@ -443,6 +689,16 @@ pub fn extract(title: &str, text: &str) -> Extracted {
                     }
                 }
             }
+        }
+        // a sentence that names two things or more has its facts from them; one that names
+        // fewer (text whose key terms are lower case, whose names are few) has its concepts
+        let mut concept_facts = Vec::new();
+        let named = spans.iter().filter(|sp| matches!(sp.kind, "name" | "title")).count();
+        for name in if named >= MIN_NAMES_WITHOUT_CONCEPTS { vec![] } else { concept_layer(&toks, &spans, &names, title, &mut |s, r, o| concept_facts.push((s.to_string(), r, o.to_string()))) } {
+            add_entity(&mut out, &name, "concept");
+        }
+        for (s, r, o) in concept_facts {
+            add_triple(&mut out, &s, r, &o);
         }
         // the alias phrases between two mentions (k: the mention after the phrase), read below
         let mut aliases: Vec<(usize, String)> = Vec::new();
@@ -658,6 +914,40 @@ mod tests {
         // a list is not an alias
         let e = extract("Tom Sawyer", "Tom Sawyer met Huck Finn or Becky Thatcher.");
         assert!(!e.triples.iter().any(|t| crate::normalize::is_alias_relation(&t.relation)), "{:?}", e.triples);
+    }
+
+    #[test]
+    fn lower_case_key_terms_are_concepts() {
+        let concepts = |e: &Extracted| e.entities.iter().filter(|m| m.kind.as_deref() == Some("concept")).map(|m| m.name.clone()).collect::<Vec<_>>();
+        let e = extract("Antiplatelet therapy", "Aspirin reduces the risk of myocardial infarction in patients with stable angina.");
+        assert_eq!(concepts(&e), vec!["risk", "myocardial infarction", "patients", "stable angina"]);
+        assert!(has(&e, "Aspirin", "reduces the risk of", "myocardial infarction"), "{:?}", e.triples);
+        assert!(has(&e, "myocardial infarction", "in", "patients"), "{:?}", e.triples);
+        assert!(has(&e, "patients", "with", "stable angina"), "{:?}", e.triples);
+        // a sentence led by a pronoun gives its concepts to the title
+        let e = extract("Ada", "She married a carpenter from the village and later ran the village bakery.");
+        assert!(has(&e, "Ada", "married", "carpenter"), "{:?}", e.triples);
+        assert!(has(&e, "carpenter", "from the", "village"), "{:?}", e.triples);
+        assert!(concepts(&e).contains(&"village bakery".to_string()), "{:?}", concepts(&e));
+        // verbs are not concepts: after a subject or an auxiliary, before a determiner, a
+        // participle inside a run or before a name
+        let e = extract("Owen Story", "He currently plays for the club. The film directed by Jerzy Kawalerowicz was released in cinemas. Starring John Smith, it reduces the tension.");
+        let c = concepts(&e);
+        for verb in ["plays", "directed", "released", "starring", "reduces"] {
+            assert!(!c.iter().any(|x| x.split(' ').any(|w| w == verb)), "{verb} in {c:?}");
+        }
+        assert!(c.contains(&"film".to_string()) && c.contains(&"cinemas".to_string()) && c.contains(&"tension".to_string()), "{c:?}");
+        assert!(has(&e, "film", "directed by", "Jerzy Kawalerowicz"), "{:?}", e.triples);
+        // an adjective participle stays in its concept; a possessive ends one
+        let e = extract("", "Infected patients met the company's founder.");
+        assert!(concepts(&e).contains(&"company".to_string()) && concepts(&e).contains(&"founder".to_string()), "{:?}", concepts(&e));
+        // text without capitals still gives a graph
+        let e = extract("p100", "owen story (born 3 august 1984 in burton upon trent) is an english footballer who currently plays for side melton town.");
+        assert!(has(&e, "owen story", "born 3 august 1984 in burton upon trent is an", "english footballer"), "{:?}", e.triples);
+        assert!(has(&e, "english footballer", "who currently plays for", "side melton town"), "{:?}", e.triples);
+        // long runs are cut; function words, numbers in words and adverbs never join one
+        let e = extract("", "They studied alpha beta gamma delta epsilon zeta, two very recently.");
+        assert_eq!(concepts(&e), vec!["alpha beta gamma", "delta epsilon zeta"]);
     }
 
     #[test]

@@ -248,6 +248,11 @@ impl<'g> EntityView<'g> {
     pub fn triples_with(&self, slot: u32) -> Option<u32> {
         self.e().adj.get(&slot).copied()
     }
+    /// The names the documents that mention it write it by, one per document.
+    pub fn names(&self) -> impl Iterator<Item = &'g str> + 'g {
+        let (g, ix) = (self.g, self.ix);
+        self.e().docs.iter().filter_map(move |d| g.docs.at(*d).name_of(ix))
+    }
     /// The slots of the documents that mention it.
     pub fn doc_slots(&self) -> &'g [u32] {
         &self.e().docs

@@ -163,6 +163,10 @@ pub struct HybridParams {
     /// gives their subject its name ("also known as Frederick Barbarossa" on "Frederick I, Holy
     /// Roman Emperor"; false: not).
     pub page_aliases: bool,
+    /// An entity its documents write in lower case more often than not (a concept: "film",
+    /// "husband") has as its own pages only those titled by its name exactly, none of the
+    /// variants above (false: concepts have them too).
+    pub concept_pages: bool,
     /// Failing all those (with `page_variants`), the far end of a matched fact has as its own
     /// the pages titled by an entity that entity resolution linked to it, when the graph agrees:
     /// the two share a neighbour or meet in a fact (false: not; a graph built without
@@ -260,6 +264,7 @@ impl Default for HybridParams {
             hop_titled: true,
             titled_pages: 1.0,
             page_variants: true,
+            concept_pages: true,
             page_aliases: true,
             page_links: false,
             link_confidence: 0.0,
@@ -322,6 +327,7 @@ impl HybridParams {
             "titled_pages" => self.titled_pages = num(key, value)?,
             "hop_titled" => self.hop_titled = value.parse().map_err(|_| format!("hop_titled: true or false, not {value}"))?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
+            "concept_pages" => self.concept_pages = value.parse().map_err(|_| format!("concept_pages: true or false, not {value}"))?,
             "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
             "page_links" => self.page_links = value.parse().map_err(|_| format!("page_links: true or false, not {value}"))?,
             "link_confidence" => self.link_confidence = num(key, value)?,
@@ -542,9 +548,16 @@ impl Hybrid {
                     risen.push(d);
                 }
             }
-            for d in anchor.into_iter().chain(risen) {
+            for &d in anchor.iter().chain(&risen) {
                 if let Some(s) = scores.get_mut(d) {
                     *s += p.hop_pages;
+                }
+            }
+            // ... even when a page it leads to had more of the walk's mass
+            if let Some(a) = anchor {
+                let over = risen.iter().filter(|&&d| d != a).filter_map(|&d| scores.get(d).copied()).fold(f64::NEG_INFINITY, f64::max);
+                if let Some(s) = scores.get_mut(a).filter(|s| **s <= over) {
+                    *s = over + 1e-9;
                 }
             }
         }
@@ -889,11 +902,11 @@ fn name_groups<'n>(q: &str, names: &'n [String]) -> Vec<Vec<&'n str>> {
 /// styled name (without its opening titles of rank or what follows its comma); failing those,
 /// the pages whose text says their subject is also known by this name; failing those, with
 /// `links`, the page of an entity resolution linked to it that the graph backs.
-fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams, links: bool) -> Vec<DocView<'g>> {
+pub(super) fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams, links: bool) -> Vec<DocView<'g>> {
     let docs = |e: EntityView<'g>| e.docs().filter_map(|d| g.doc(d));
     let exact = |e: EntityView<'g>| -> Vec<DocView<'g>> { docs(e).filter(|d| d.title_key() == e.id()).collect() };
     let own = exact(e);
-    if !own.is_empty() || !p.page_variants {
+    if !own.is_empty() || !p.page_variants || (p.concept_pages && concept(e)) {
         return own;
     }
     // titled by the name and a qualifier: the key goes on past the name, the title without its
@@ -944,6 +957,22 @@ fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridParams, links: 
         .map(exact)
         .find(|pages| !pages.is_empty())
         .unwrap_or_default()
+}
+
+/// Whether the documents that mention an entity write it in lower case more often than with a
+/// capital (of the first 64): a concept ("film", "husband"), not a named thing, whose name no
+/// page is titled by with a qualifier ("Film (disambiguation)" is not where a fact ending in
+/// "film" leads).
+pub(super) fn concept(e: EntityView<'_>) -> bool {
+    let (mut lower, mut upper) = (0, 0);
+    for n in e.names().take(64) {
+        match n.chars().find(|c| c.is_alphabetic()) {
+            Some(c) if c.is_lowercase() => lower += 1,
+            Some(_) => upper += 1,
+            None => {}
+        }
+    }
+    lower > upper
 }
 
 /// The passages whose title is a named entity (its own pages), each with the name's share over
