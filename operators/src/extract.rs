@@ -354,7 +354,7 @@ const FUNCTION_WORDS: &[&str] = &[
     "does", "did", "done", "doing", "will", "would", "shall", "should", "can", "could", "may",
     "might", "must", "ought", "two", "three", "four", "five", "six", "seven", "eight", "nine",
     "ten", "hundred", "thousand", "million", "billion", "first", "second", "third", "last",
-    "next", "well", "rather", "quite", "almost", "about", "approximately", "respectively",
+    "next", "well", "rather", "quite", "almost", "approximately", "respectively",
     "etc", "ie", "eg", "vs", "else", "whereas", "whilst", "therein", "thereby", "whereby",
 ];
 
@@ -381,11 +381,10 @@ const IRREGULAR_VERBS: &[&str] = &[
     "grown", "grew", "shown", "chosen", "spoken", "sung", "sang", "built", "brought", "bought",
     "caught", "taught", "thought", "fought", "kept", "sold", "stood", "understood", "went",
     "gone", "came", "comes", "get", "gets", "got", "gotten", "put", "run", "ran", "set", "let",
-    "include", "includes", "includes", "contains", "contain", "remains", "remain", "lies", "lay",
+    "include", "includes", "contains", "contain", "remains", "remain", "lies", "lay",
     "lain", "worn", "torn", "sworn", "thrown", "threw", "flew", "flown", "rose", "risen", "fell",
     "fallen", "ate", "eaten", "beaten", "forgotten", "hidden", "ridden", "driven", "drove",
-    "struck", "stuck", "hung", "dealt", "felt", "meant", "heard", "lent", "spent", "built",
-    "won", "shot", "fed", "bred", "fled", "spread", "read", "wound", "ground", "bound", "spun",
+    "struck", "stuck", "hung", "dealt", "felt", "meant", "heard", "lent", "spent", "shot", "fed", "bred", "fled", "spread", "read", "wound", "ground", "bound", "spun",
 ];
 
 /// Endings of adverbs ("originally", "currently"): a concept ends before them.
@@ -469,8 +468,11 @@ fn concept_spans(toks: &[Tok<'_>], names: &[Span]) -> Vec<Span> {
         }
         None
     };
-    let verb = |k: usize| cue(k) == Some(true) || (participle(&lower[k]) && cue(k).is_some()) || is(k + 1, &WORDS.determiners);
-    let possessive = |w: &str| w.ends_with("'s") || w.ends_with("’s");
+    let verb = |k: usize| {
+        let c = cue(k);
+        c == Some(true) || (c.is_some() && participle(&lower[k])) || is(k + 1, &WORDS.determiners)
+    };
+    let possessive = |w: &str| possessive_stem(w).is_some();
     let mut out = Vec::new();
     let mut i = 0;
     while i < toks.len() {
@@ -509,6 +511,18 @@ fn concept_spans(toks: &[Tok<'_>], names: &[Span]) -> Vec<Span> {
         i = e;
     }
     out
+}
+
+/// A name or concept written as a possessive, without its "'s" ("Frank Sinatra's" -> "Frank
+/// Sinatra").
+fn possessive_stem(w: &str) -> Option<&str> {
+    w.strip_suffix("'s").or_else(|| w.strip_suffix("’s"))
+}
+
+/// What the words before a sentence's first mention say of the document's subject, without the
+/// pronouns and articles that stand for it: "mentions" when nothing does.
+fn lead_relation(lead: &[Tok<'_>]) -> Option<String> {
+    relation(lead, MAX_RELATION_WORDS).map(|r| if r == "related to" { "mentions".to_string() } else { r })
 }
 
 /// Pronouns that stand for a document's subject ("He was", "Her father").
@@ -572,7 +586,7 @@ fn concept_layer(toks: &[Tok<'_>], spans: &[Span], names: &[String], title: &str
         .iter()
         .map(|sp| {
             let n = join_words(&toks[sp.start..sp.end]);
-            n.strip_suffix("'s").or_else(|| n.strip_suffix("’s")).map(str::to_string).unwrap_or(n)
+            possessive_stem(&n).map(str::to_string).unwrap_or(n)
         })
         .collect();
     // every mention of the sentence, in order: (span, name)
@@ -584,8 +598,8 @@ fn concept_layer(toks: &[Tok<'_>], spans: &[Span], names: &[String], title: &str
         let concept = sp.kind == "concept";
         if k == 0 {
             if concept && !title.is_empty() {
-                if let Some(r) = relation(&lead, MAX_RELATION_WORDS) {
-                    triple(title, if r == "related to" { "mentions".to_string() } else { r }, name);
+                if let Some(r) = lead_relation(&lead) {
+                    triple(title, r, name);
                 }
             }
             continue;
@@ -662,7 +676,7 @@ pub fn extract(title: &str, text: &str) -> Extracted {
                     return title.to_string();
                 }
                 // "Frank Sinatra's album": the name is Frank Sinatra (not the title, whatever it is)
-                match name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")) {
+                match possessive_stem(&name) {
                     Some(bare) if sp.kind == "name" && !bare.is_empty() && normalize(&name) != title_key => bare.to_string(),
                     _ => name,
                 }
@@ -674,8 +688,7 @@ pub fn extract(title: &str, text: &str) -> Extracted {
         if let (Some(first), Some(first_name)) = (spans.first(), names.first()) {
             if !title_key.is_empty() && normalize(first_name) != title_key {
                 let lead = without_pronouns(&toks[..first.start]);
-                let r = relation(&lead, MAX_RELATION_WORDS).map(|r| if r == "related to" { "mentions".to_string() } else { r });
-                if let Some(r) = r {
+                if let Some(r) = lead_relation(&lead) {
                     add_triple(&mut out, title, r, first_name);
                 }
                 // "She was a daughter of X and sister of Y": a sentence led by a pronoun is about
@@ -692,13 +705,14 @@ pub fn extract(title: &str, text: &str) -> Extracted {
         }
         // a sentence that names two things or more has its facts from them; one that names
         // fewer (text whose key terms are lower case, whose names are few) has its concepts
-        let mut concept_facts = Vec::new();
-        let named = spans.iter().filter(|sp| matches!(sp.kind, "name" | "title")).count();
-        for name in if named >= MIN_NAMES_WITHOUT_CONCEPTS { vec![] } else { concept_layer(&toks, &spans, &names, title, &mut |s, r, o| concept_facts.push((s.to_string(), r, o.to_string()))) } {
-            add_entity(&mut out, &name, "concept");
-        }
-        for (s, r, o) in concept_facts {
-            add_triple(&mut out, &s, r, &o);
+        if spans.iter().filter(|sp| matches!(sp.kind, "name" | "title")).count() < MIN_NAMES_WITHOUT_CONCEPTS {
+            let mut concept_facts = Vec::new();
+            for name in concept_layer(&toks, &spans, &names, title, &mut |s, r, o| concept_facts.push((s.to_string(), r, o.to_string()))) {
+                add_entity(&mut out, &name, "concept");
+            }
+            for (s, r, o) in concept_facts {
+                add_triple(&mut out, &s, r, &o);
+            }
         }
         // the alias phrases between two mentions (k: the mention after the phrase), read below
         let mut aliases: Vec<(usize, String)> = Vec::new();

@@ -342,13 +342,13 @@ impl HybridParams {
         Ok(())
     }
 
-    /// Each part of the hybrid that is on, switched off in turn, by name (a part already off
-    /// is left out: its row would only repeat the whole).
     /// What a fact's cosine to the question says beyond `fact_dense_floor` (0 without a vector).
     fn above_floor(&self, cosine: Option<f32>) -> f64 {
         cosine.map_or(0.0, |c| (c as f64 - self.fact_dense_floor).max(0.0))
     }
 
+    /// Each part of the hybrid that is on, switched off in turn, by name (a part already off
+    /// is left out: its row would only repeat the whole).
     pub fn ablations(&self) -> Vec<(&'static str, HybridParams)> {
         let with = |f: &dyn Fn(&mut HybridParams)| {
             let mut p = self.clone();
@@ -553,9 +553,10 @@ impl Hybrid {
                     *s += p.hop_pages;
                 }
             }
-            // ... even when a page it leads to had more of the walk's mass
+            // ... even when a page it leads to had more of the walk's mass (`hop_pages` never
+            // gives the anchor as one of its own hops)
             if let Some(a) = anchor {
-                let over = risen.iter().filter(|&&d| d != a).filter_map(|&d| scores.get(d).copied()).fold(f64::NEG_INFINITY, f64::max);
+                let over = risen.iter().filter_map(|&d| scores.get(d).copied()).fold(f64::NEG_INFINITY, f64::max);
                 if let Some(s) = scores.get_mut(a).filter(|s| **s <= over) {
                     *s = over + 1e-9;
                 }
