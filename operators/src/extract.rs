@@ -8,7 +8,7 @@
 //! terms are lower case or whose names are few still makes a graph. Crude next to an LLM, but it
 //! gives a connected graph offline and costs microseconds per sentence.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
 
 use rustc_hash::FxHashSet;
 
@@ -447,9 +447,16 @@ fn concept_spans(toks: &[Tok<'_>], names: &[Span]) -> Vec<Span> {
         covered[sp.start..sp.end].iter_mut().for_each(|c| *c = true);
     }
     // each token once: its lower case (empty for punctuation) and whether it may be in a concept
-    let lower: Vec<String> = toks.iter().map(|t| if t.kind == TokKind::Word { t.text.to_lowercase() } else { String::new() }).collect();
+    let lower: Vec<Cow<'_, str>> = toks
+        .iter()
+        .map(|t| match t.kind {
+            TokKind::Word if t.text.chars().any(char::is_uppercase) => Cow::Owned(t.text.to_lowercase()),
+            TokKind::Word => Cow::Borrowed(t.text),
+            TokKind::Punct => Cow::Borrowed(""),
+        })
+        .collect();
     let content: Vec<bool> = toks.iter().enumerate().map(|(k, t)| t.kind == TokKind::Word && !covered[k] && content_word(t.text)).collect();
-    let is = |k: usize, set: &FxHashSet<&str>| lower.get(k).is_some_and(|w| set.contains(w.as_str()));
+    let is = |k: usize, set: &FxHashSet<&str>| lower.get(k).is_some_and(|w| set.contains(w.as_ref()));
     // what the words before say of word k (past adverbs: "who currently plays"): Some(true)
     // after a subject, Some(false) after an auxiliary
     let cue = |k: usize| {
@@ -532,10 +539,7 @@ const SUBJECT_PRONOUNS: &[&str] = &["he", "she", "it", "they", "his", "her", "it
 /// "the", "its"), so that what remains is the relation.
 fn without_pronouns<'a>(toks: &[Tok<'a>]) -> Vec<Tok<'a>> {
     toks.iter()
-        .filter(|t| {
-            let w = t.text.to_lowercase();
-            !(t.kind == TokKind::Word && (SUBJECT_PRONOUNS.contains(&w.as_str()) || matches!(w.as_str(), "the" | "a" | "an" | "this")))
-        })
+        .filter(|t| !(t.kind == TokKind::Word && SUBJECT_PRONOUNS.iter().chain(&["the", "a", "an", "this"]).any(|p| t.text.eq_ignore_ascii_case(p))))
         .cloned()
         .collect()
 }
@@ -552,15 +556,38 @@ fn pronoun_led(toks: &[Tok<'_>]) -> bool {
 }
 
 fn relation(toks: &[Tok<'_>], max_words: usize) -> Option<String> {
-    let words: Vec<String> = toks.iter().filter(|t| t.kind == TokKind::Word).map(|t| t.text.to_lowercase()).collect();
-    if words.len() > max_words {
+    relation_of(toks.iter(), max_words)
+}
+
+/// The relation of the words among `toks` (see [`relation`]), counted before anything is
+/// written: a phrase over `max_words` costs no allocation.
+fn relation_of<'a, 'b: 'a>(toks: impl Iterator<Item = &'a Tok<'b>> + Clone, max_words: usize) -> Option<String> {
+    let words = toks.filter(|t| t.kind == TokKind::Word);
+    let n = words.clone().count();
+    if n > max_words {
         return None;
     }
-    if words.is_empty() {
+    if n == 0 {
         // "Paris, France" / "Ada Lovelace (1815)": adjacent mentions
         return Some("related to".to_string());
     }
-    Some(words.join(" "))
+    let mut out = String::new();
+    for t in words {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        push_lower(&mut out, t.text);
+    }
+    Some(out)
+}
+
+/// Appends `w` in lower case (as `str::to_lowercase` writes it), without a new string for ASCII.
+fn push_lower(out: &mut String, w: &str) {
+    if w.is_ascii() {
+        out.extend(w.bytes().map(|b| b.to_ascii_lowercase() as char));
+    } else {
+        out.push_str(&w.to_lowercase());
+    }
 }
 
 /// The words between mention `k` and the one before it, when there are some: what a sentence's
@@ -618,8 +645,7 @@ fn concept_layer(toks: &[Tok<'_>], spans: &[Span], names: &[String], title: &str
         }
         let (first, first_name) = all[0];
         if led && !title.is_empty() {
-            let said: Vec<Tok<'_>> = lead.iter().chain(&toks[first.start..sp.start]).cloned().collect();
-            if let Some(r) = relation(&said, MAX_SUBJECT_RELATION_WORDS) {
+            if let Some(r) = relation_of(lead.iter().chain(&toks[first.start..sp.start]), MAX_SUBJECT_RELATION_WORDS) {
                 triple(title, r, name);
             }
         } else if k >= 2 && matches!(first.kind, "name" | "title" | "concept") {
@@ -633,9 +659,15 @@ fn concept_layer(toks: &[Tok<'_>], spans: &[Span], names: &[String], title: &str
 
 /// Extracts entities and triples from a document.
 pub fn extract(title: &str, text: &str) -> Extracted {
+    extract_layers(title, text, true)
+}
+
+/// [`extract`] with the concept layer on or off: off, only names, titles, dates and numbers
+/// (the extractor before concepts; `bench extract` measures what the layer costs against it).
+pub fn extract_layers(title: &str, text: &str, concepts: bool) -> Extracted {
     let mut out = Extracted::default();
-    let mut seen_entities = HashSet::new();
-    let mut seen_triples = HashSet::new();
+    let mut seen_entities = FxHashSet::default();
+    let mut seen_triples = FxHashSet::default();
     let mut add_entity = |out: &mut Extracted, name: &str, kind: &str| {
         if seen_entities.insert(normalize(name)) {
             out.entities.push(Mention { name: name.to_string(), kind: Some(kind.to_string()) });
@@ -695,8 +727,7 @@ pub fn extract(title: &str, text: &str) -> Extracted {
                 // the document's subject, and so is every mention in it, not only the first
                 if pronoun_led(&toks) {
                     for (k, (sp, name)) in spans.iter().zip(&names).enumerate().skip(1) {
-                        let said: Vec<Tok<'_>> = lead.iter().chain(&toks[first.start..sp.start]).cloned().collect();
-                        if let Some(r) = relation(&said, MAX_SUBJECT_RELATION_WORDS).or_else(|| local_relation(&toks, &spans, k)) {
+                        if let Some(r) = relation_of(lead.iter().chain(&toks[first.start..sp.start]), MAX_SUBJECT_RELATION_WORDS).or_else(|| local_relation(&toks, &spans, k)) {
                             add_triple(&mut out, title, r, name);
                         }
                     }
@@ -705,7 +736,7 @@ pub fn extract(title: &str, text: &str) -> Extracted {
         }
         // a sentence that names two things or more has its facts from them; one that names
         // fewer (text whose key terms are lower case, whose names are few) has its concepts
-        if spans.iter().filter(|sp| matches!(sp.kind, "name" | "title")).count() < MIN_NAMES_WITHOUT_CONCEPTS {
+        if concepts && spans.iter().filter(|sp| matches!(sp.kind, "name" | "title")).count() < MIN_NAMES_WITHOUT_CONCEPTS {
             let mut concept_facts = Vec::new();
             for name in concept_layer(&toks, &spans, &names, title, &mut |s, r, o| concept_facts.push((s.to_string(), r, o.to_string()))) {
                 add_entity(&mut out, &name, "concept");

@@ -1,6 +1,7 @@
 //! `streamrag bench ...`: benchmarks that print figures, each against a baseline measured in
 //! the same command.
 
+pub mod extract;
 pub mod freshness;
 pub mod glm;
 pub mod graph;
@@ -23,6 +24,8 @@ pub enum BenchCmd {
     Graph(graph::BenchGraphArgs),
     /// GLM encoder latency and throughput on a synthetic subgraph with T5 dimensions.
     Glm(glm::BenchGlmArgs),
+    /// The built-in extractor alone: documents/s with concepts against names only.
+    Extract(extract::BenchExtractArgs),
     /// Freshness (document topic timestamp -> queryable) and consumer lag while documents with
     /// pre-extracted triples stream in at a fixed rate.
     Freshness(freshness::BenchFreshnessArgs),
@@ -39,6 +42,7 @@ pub async fn run(cmd: BenchCmd, file: FileConfig) -> Result<()> {
         BenchCmd::Pipeline(a) => pipeline::run(a, file).await,
         BenchCmd::Graph(a) => graph::run(a).await,
         BenchCmd::Glm(a) => glm::run(a),
+        BenchCmd::Extract(a) => tokio::task::spawn_blocking(move || extract::run(a)).await?,
         BenchCmd::Freshness(a) => freshness::run(a, file).await,
         BenchCmd::Resolve(a) => tokio::task::spawn_blocking(move || resolve::run(a)).await?,
         BenchCmd::Subscriptions(a) => subscriptions::run(a, file).await,
