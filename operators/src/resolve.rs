@@ -79,13 +79,33 @@ pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> Grap
     }
 }
 
-/// The digit runs of a normalised name: names whose numbers differ ("apollo 11" / "apollo 13",
-/// "1961" / "1962") are different things however close their embeddings are.
-fn numbers(norm: &str) -> Vec<&str> {
-    let mut v: Vec<&str> = norm.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).collect();
+/// The numbers of a normalised name, its digit runs and its regnal numbers after the first word
+/// ("louis xiv" -> 14): names whose numbers differ ("apollo 11" / "apollo 13", "1961" / "1962",
+/// "henry ii" / "henry iii") are different things however close their embeddings are.
+fn numbers(norm: &str) -> Vec<String> {
+    // digits as the number they write ("011" is 11), of any length
+    let digits = norm.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| match s.trim_start_matches('0') {
+        "" => "0".to_string(),
+        t => t.to_string(),
+    });
+    let regnal = crate::normalize::words(norm).skip(1).filter_map(roman).map(|n| n.to_string());
+    let mut v: Vec<String> = digits.chain(regnal).collect();
     v.sort_unstable();
     v.dedup();
     v
+}
+
+/// The value of a Roman numeral written in canonical form, in lower case, up to 39 ("ii",
+/// "xiv"); None for any other word ("vix", "iiii", "civil").
+fn roman(w: &str) -> Option<u64> {
+    const TENS: [&str; 4] = ["", "x", "xx", "xxx"];
+    const UNITS: [&str; 10] = ["", "i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix"];
+    if w.is_empty() || w.len() > 7 {
+        return None;
+    }
+    let t = TENS.iter().rposition(|p| w.starts_with(p))?;
+    let u = UNITS.iter().position(|p| *p == &w[TENS[t].len()..])?;
+    Some((t * 10 + u) as u64)
 }
 
 /// One set of numbers contains the other.
@@ -93,6 +113,40 @@ fn numbers_compatible(a: &str, b: &str) -> bool {
     let (na, nb) = (numbers(a), numbers(b));
     let (small, large) = if na.len() <= nb.len() { (na, nb) } else { (nb, na) };
     small.iter().all(|x| large.contains(x))
+}
+
+/// The generation a normalised name states: "jr" / "junior", "sr" / "senior", or none.
+fn generation(norm: &str) -> Option<&'static str> {
+    crate::normalize::words(norm).find_map(|w| match w {
+        "jr" | "junior" => Some("junior"),
+        "sr" | "senior" => Some("senior"),
+        _ => None,
+    })
+}
+
+/// Whether two normalised names may name one person by their qualifiers: the same generation
+/// ("John Middleton Murry" is not "John Middleton Murry Jr"), and, when both write a middle name
+/// between the same first and last names, the fewer middle names found in order among the
+/// others, an initial agreeing with a word it begins ("Theodore Dwight Woolsey" is not
+/// "Theodore Salisbury Woolsey"; "John F Kennedy" may be "John Fitzgerald Kennedy").
+fn qualifiers_agree(a: &str, b: &str) -> bool {
+    if generation(a) != generation(b) {
+        return false;
+    }
+    fn plain(n: &str) -> Vec<&str> {
+        crate::normalize::words(n).filter(|w| !matches!(*w, "jr" | "junior" | "sr" | "senior")).collect()
+    }
+    let (wa, wb) = (plain(a), plain(b));
+    if wa.len() < 3 || wb.len() < 3 || wa[0] != wb[0] || wa[wa.len() - 1] != wb[wb.len() - 1] {
+        return true;
+    }
+    let (ma, mb) = (&wa[1..wa.len() - 1], &wb[1..wb.len() - 1]);
+    let (short, long) = if ma.len() <= mb.len() { (ma, mb) } else { (mb, ma) };
+    // the fewer middle names each stand, in order, for one of the others (a full name writes
+    // more of them: "Juan Manuel de Rosas", "Juan Manuel Jose Ortiz de Rosas")
+    let same = |x: &str, y: &str| x == y || (x.len() == 1 && y.starts_with(x)) || (y.len() == 1 && x.starts_with(y));
+    let mut rest = long.iter();
+    short.iter().all(|x| rest.any(|y| same(x, y)))
 }
 
 /// The form under which two names are the same name, so that joining them needs no other
@@ -319,7 +373,7 @@ impl EntityResolver {
     }
 
     /// The most similar of the `k` nearest entities at or above the threshold whose numbers
-    /// agree, most similar first. `exact` searches every entity instead of the index (the
+    /// and qualifiers agree ([`qualifiers_agree`]), most similar first. `exact` searches every entity instead of the index (the
     /// baseline).
     pub fn nearest(&self, norm: &str, v: &[f32], k: usize, exact: bool) -> Vec<(String, f32)> {
         let found = if exact { self.index.search_exact(v, k) } else { self.index.search(v, k) };
@@ -327,7 +381,7 @@ impl EntityResolver {
             .into_iter()
             .filter(|&(_, sim)| sim >= self.threshold)
             .map(|(node, sim)| (self.nodes[node as usize].clone(), sim))
-            .filter(|(c, _)| c != norm && numbers_compatible(norm, c))
+            .filter(|(c, _)| c != norm && numbers_compatible(norm, c) && qualifiers_agree(norm, c))
             .collect()
     }
 
@@ -541,6 +595,37 @@ mod tests {
         assert_eq!(d.triples[0].relation, "born in");
         assert_eq!(d.triples[0].object_id, "london");
         assert_eq!(resolve(&ex), d, "deterministic");
+    }
+
+    #[test]
+    fn regnal_numbers_part_names_as_digits_do() {
+        assert_eq!([roman("ii"), roman("xiv"), roman("xxxix"), roman("x"), roman("iv")], [Some(2), Some(14), Some(39), Some(10), Some(4)]);
+        for w in ["", "iiii", "vix", "civil", "il", "xl", "mix", "vv"] {
+            assert_eq!(roman(w), None, "{w}");
+        }
+        assert!(!numbers_compatible("henry ii of england", "henry iii of england"));
+        assert!(!numbers_compatible("louis xiv", "louis xv"));
+        assert!(!numbers_compatible("apollo 11", "apollo 13"));
+        assert!(numbers_compatible("louis xiv", "louis xiv of france"));
+        assert!(numbers_compatible("malcolm x", "malcolm"), "a number on one side only parts nothing");
+        // the first word is a name, not a number: "Vi Hart", "Xi Jinping"
+        assert!(numbers_compatible("vi hart", "xi hart"));
+        assert!(!numbers_compatible("king george v", "king george vi"));
+        assert!(numbers_compatible("apollo 11", "apollo 011"), "digits compare as numbers");
+    }
+
+    #[test]
+    fn generations_and_middle_names_must_agree() {
+        assert!(!qualifiers_agree("john middleton murry", "john middleton murry jr"));
+        assert!(!qualifiers_agree("theodore salisbury woolsey jr", "theodore salisbury woolsey sr"));
+        assert!(qualifiers_agree("martin luther king jr", "martin luther king junior"));
+        assert!(!qualifiers_agree("theodore dwight woolsey", "theodore salisbury woolsey"));
+        assert!(qualifiers_agree("john f kennedy", "john fitzgerald kennedy"));
+        assert!(qualifiers_agree("george w bush", "george h w bush"), "a full name may write more middle names");
+        assert!(qualifiers_agree("juan manuel de rosas", "juan manuel jose ortiz de rosas"));
+        assert!(!qualifiers_agree("juan manuel de rosas", "juan jose de rosas"));
+        assert!(qualifiers_agree("george bush", "george w bush"), "no middle name on one side parts nothing");
+        assert!(qualifiers_agree("ruaidhri mac ruaidhri", "raghnall mac ruaidhri"), "first names differ: not this rule's to say");
     }
 
     #[test]

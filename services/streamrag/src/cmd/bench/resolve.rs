@@ -303,6 +303,10 @@ fn aliases(ds: &Dataset, enc: SentenceEncoder, threshold: f32) -> Result<()> {
     for w in merged {
         println!("  title merged: {w}");
     }
+    let linked = got.iter().zip(&titles).filter(|(g, _)| g.1 == Resolution::Linked).flat_map(|(g, t)| r.links(&g.0).iter().map(move |l| format!("{t:?} -> {:?} {:.2}", l.to, l.confidence)));
+    for w in linked.take(8) {
+        println!("  title linked: {w}");
+    }
     Ok(())
 }
 
