@@ -305,6 +305,30 @@ fn a_concept_the_question_writes_in_lower_case_does_not_seed_the_walk_beside_a_n
     assert_eq!(lower("0").iter().map(|d| d.id.clone()).collect::<Vec<_>>(), lower("1").iter().map(|d| d.id.clone()).collect::<Vec<_>>());
 }
 
+/// A concept shared by passages carries the walk from one to the others ("irrigation canals" on
+/// the ruler's page, a town's and a river's) whatever they say of it: `concept_edge` weighs the
+/// edge between a passage and a concept it mentions.
+#[test]
+fn a_named_question_walks_a_shared_concept_at_its_edge_weight() {
+    let docs = vec![
+        doc("ruler", "Zorvan Redbeard", "Zorvan Redbeard was a ruler of Quell. He dug irrigation canals."),
+        doc("town", "Ostra", "Ostra is a market town. The irrigation canals of the plain are old."),
+        doc("river", "Velt", "Velt is a river. The irrigation canals there are long."),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = hybrid_over(dir.path(), docs);
+    let canals = g.entity("irrigation canals").expect("the shared concept is an entity");
+    assert_eq!(canals.docs().count(), 3, "every page mentions it");
+    let score = |docs: &[streamrag_schemas::ScoredDocument], id: &str| docs.iter().find(|d| d.id == id).map_or(0.0, |d| d.score);
+    let share = |q: &str, w: &str| {
+        let d = graph_only(&g, &h, q, 3, "concept_edge", w).documents;
+        (score(&d, "town") + score(&d, "river")) / score(&d, "ruler")
+    };
+    let q = "What did Zorvan Redbeard dig?";
+    assert!(share(q, "0.03") < 0.5 * share(q, "1"), "the other pages get less through the concept: {} against {}", share(q, "0.03"), share(q, "1"));
+    assert!(share(q, "1") > 0.0, "at 1 the concept carries the walk to them");
+}
+
 /// A question about one named thing ("the mother of Lord Ashby") needs two pages: that thing's
 /// and the page of something its page names. The relation is written otherwise there ("son of
 /// Margaret Hale"), so no fact matches "mother", while a page that is not named there holds

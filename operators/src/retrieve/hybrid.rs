@@ -167,6 +167,10 @@ pub struct HybridParams {
     /// "husband") has as its own pages only those titled by its name exactly, none of the
     /// variants above (false: concepts have them too).
     pub concept_pages: bool,
+    /// Weight of the walk's edge between a passage and a concept it mentions (see
+    /// `concept_pages`), beside 1 for a named entity: a concept many passages share spreads the
+    /// walk's mass thin among them, where its facts lead somewhere in particular.
+    pub concept_edge: f64,
     /// Failing all those (with `page_variants`), the far end of a matched fact has as its own
     /// the pages titled by an entity that entity resolution linked to it, when the graph agrees:
     /// the two share a neighbour or meet in a fact (false: not; a graph built without
@@ -265,6 +269,7 @@ impl Default for HybridParams {
             titled_pages: 1.0,
             page_variants: true,
             concept_pages: true,
+            concept_edge: 0.03,
             page_aliases: true,
             page_links: false,
             link_confidence: 0.0,
@@ -327,6 +332,7 @@ impl HybridParams {
             "titled_pages" => self.titled_pages = num(key, value)?,
             "hop_titled" => self.hop_titled = value.parse().map_err(|_| format!("hop_titled: true or false, not {value}"))?,
             "page_variants" => self.page_variants = value.parse().map_err(|_| format!("page_variants: true or false, not {value}"))?,
+            "concept_edge" => self.concept_edge = num(key, value)?,
             "concept_pages" => self.concept_pages = value.parse().map_err(|_| format!("concept_pages: true or false, not {value}"))?,
             "page_aliases" => self.page_aliases = value.parse().map_err(|_| format!("page_aliases: true or false, not {value}"))?,
             "page_links" => self.page_links = value.parse().map_err(|_| format!("page_links: true or false, not {value}"))?,
@@ -360,6 +366,7 @@ impl HybridParams {
             ("without dense", with(&|p| p.dense = 0.0)),
             ("without names", with(&|p| p.names = false)),
             ("without the concept cut", with(&|p| p.concept_weight = 1.0)),
+            ("without the concept edge weight", with(&|p| p.concept_edge = 1.0)),
             ("without entity embeddings", with(&|p| p.entity_dense = 0.0)),
             ("without facts", with(&|p| p.facts = 0)),
             ("without fact embeddings", with(&|p| p.fact_dense = 0.0)),
@@ -1143,6 +1150,8 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
     let n = ne + docs.len();
     // edges (from, to, weight), both ways for a passage's
     let mut edges = entity_edges(&ents, &ent_node, ents.len());
+    // a passage's edge to a concept it mentions (see `concept_edge`)
+    let edge_weight: Vec<f64> = if p.concept_edge == 1.0 { vec![1.0; ne] } else { ents.iter().map(|e| if concept(*e) { p.concept_edge } else { 1.0 }).collect() };
     for (j, d) in docs.iter().enumerate() {
         let dn = (ne + j) as u32;
         let subject = g.entity(d.title_key()).map(|e| e.slot());
@@ -1150,7 +1159,7 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
         for e in d.entity_slots() {
             let i = ent_node[e as usize];
             if i != NONE {
-                let w = if Some(e) == subject { linked = true; p.title_weight } else { 1.0 };
+                let w = if Some(e) == subject { linked = true; p.title_weight } else { edge_weight[i as usize] };
                 edges.push((i, dn, w));
                 edges.push((dn, i, w));
             }
