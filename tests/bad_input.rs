@@ -248,6 +248,7 @@ fn bad_flags_and_config_values_get_one_line_errors() {
         (vec!["eval", "--dataset", f, "--concurrency", "0"], "at least 1"),
         (vec!["train", "--dataset", f, "--questions", "0..10", "--out", f, "--epochs", "0"], "at least 1"),
         (vec!["bench", "freshness", "--rate", "0"], "at least 1"),
+        (vec!["bench", "extract", "--passes", "0"], "at least 1"),
     ] {
         let err = refused(&args);
         assert!(err.contains(says), "{args:?}: {err}");
