@@ -5,10 +5,10 @@
 /// An apostrophe inside a word is dropped rather than split on, so `"O'Brien"` -> `"obrien"`.
 pub fn normalize(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
-    let mut pending_space = false;
     if name.is_ascii() {
         // what normalize_chars writes, byte by byte: most names are ASCII, and this is on every
         // triple's path
+        let mut pending_space = false;
         for b in name.bytes() {
             if b.is_ascii_alphanumeric() {
                 if pending_space && !out.is_empty() {

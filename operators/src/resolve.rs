@@ -115,13 +115,14 @@ fn numbers_compatible(a: &str, b: &str) -> bool {
     small.iter().all(|x| large.contains(x))
 }
 
-/// The generation a normalised name states: "jr" / "junior", "sr" / "senior", or none.
-fn generation(norm: &str) -> Option<&'static str> {
-    crate::normalize::words(norm).find_map(|w| match w {
-        "jr" | "junior" => Some("junior"),
-        "sr" | "senior" => Some("senior"),
-        _ => None,
-    })
+/// The generation a normalised name states: "junior" ("jr"), "senior" ("sr"), or none.
+fn generation(norm: &str) -> Option<&str> {
+    crate::normalize::words(norm).map(spelled_out).find(|w| is_generation(w))
+}
+
+/// Whether a word spelled out ([`spelled_out`]) states a generation.
+fn is_generation(w: &str) -> bool {
+    matches!(w, "junior" | "senior")
 }
 
 /// Whether two normalised names may name one person by their qualifiers: the same generation
@@ -134,7 +135,7 @@ fn qualifiers_agree(a: &str, b: &str) -> bool {
         return false;
     }
     fn plain(n: &str) -> Vec<&str> {
-        crate::normalize::words(n).filter(|w| !matches!(*w, "jr" | "junior" | "sr" | "senior")).collect()
+        crate::normalize::words(n).filter(|w| !is_generation(spelled_out(w))).collect()
     }
     let (wa, wb) = (plain(a), plain(b));
     if wa.len() < 3 || wb.len() < 3 || wa[0] != wb[0] || wa[wa.len() - 1] != wb[wb.len() - 1] {
@@ -155,15 +156,17 @@ fn qualifiers_agree(a: &str, b: &str) -> bool {
 /// Express" are two films. "Barack H. Obama" and "Barack Obama" differ too: a middle initial can
 /// part two people (George Bush, George W. Bush). Empty when nothing is left.
 pub fn name_key(norm: &str) -> String {
-    crate::normalize::words(norm)
-        .map(|w| match w {
-            "jr" => "junior",
-            "sr" => "senior",
-            "st" => "saint",
-            w => w,
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    crate::normalize::words(norm).map(spelled_out).collect::<Vec<_>>().join(" ")
+}
+
+/// A normalised word with "jr", "sr" and "st" written out.
+fn spelled_out(w: &str) -> &str {
+    match w {
+        "jr" => "junior",
+        "sr" => "senior",
+        "st" => "saint",
+        w => w,
+    }
 }
 
 /// The normalised name without its parenthesised qualifier, for a name that has one:
