@@ -106,6 +106,20 @@ struct Entity {
     adj: HashMap<Ix, u32>,
     /// The live triples with this entity at either end (a self-loop once).
     incident: Vec<TIx>,
+    /// How many of the documents that mention it write its name in lower case, less how many
+    /// write it with a capital ([`written_case`]): kept as documents come and go, so that
+    /// retrieval can tell a concept from a named thing without reading every document's name.
+    case: i32,
+}
+
+/// +1 for a name whose first letter is lower case ("film"), -1 for one whose first letter is a
+/// capital ("Film"), 0 for a name without letters.
+fn written_case(name: &str) -> i32 {
+    match name.chars().find(|c| c.is_alphabetic()) {
+        Some(c) if c.is_lowercase() => 1,
+        Some(_) => -1,
+        None => 0,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -256,6 +270,12 @@ impl<'g> EntityView<'g> {
     /// The slots of the documents that mention it.
     pub fn doc_slots(&self) -> &'g [u32] {
         &self.e().docs
+    }
+    /// Whether more of the documents that mention it write its name in lower case than with a
+    /// capital: a concept ("film", "husband"), not a named thing. Kept by the graph, no
+    /// document read.
+    pub fn written_lower_case(&self) -> bool {
+        self.e().case > 0
     }
 }
 
@@ -460,7 +480,7 @@ impl GraphState {
                     Some(ix) => ix,
                     None => {
                         let a: Arc<str> = Arc::from(id.as_str());
-                        let ix = self.ents.insert(a.clone(), Entity { id: a, name_doc: d, docs: vec![], adj: HashMap::default(), incident: vec![] });
+                        let ix = self.ents.insert(a.clone(), Entity { id: a, name_doc: d, docs: vec![], adj: HashMap::default(), incident: vec![], case: 0 });
                         change.entities_added.push((id.clone(), name.clone()));
                         ix
                     }
@@ -510,6 +530,9 @@ impl GraphState {
         }
         // A name may change where this document names the entity differently.
         for &e in new_ix.iter().filter(|e| old_ix.binary_search(e).is_ok()) {
+            let now = self.docs.at(d).name_of(e).map(written_case).unwrap_or(0);
+            let before = old_name_of(e).as_deref().map(written_case).unwrap_or(0);
+            self.ents.at_mut(e).case += now - before;
             if self.ents.at(e).name_doc == d {
                 if let Some(n) = old_name_of(e) {
                     self.rename(e, &n);
@@ -594,8 +617,10 @@ impl GraphState {
         let first = ent.docs.is_empty();
         let old_name = if first { None } else { Some(self.display_name(e)) };
         let takes_name = first || *self.docs.at(d).id < *self.docs.at(ent.name_doc).id;
+        let case = self.docs.at(d).name_of(e).map(written_case).unwrap_or(0);
         let ent = self.ents.at_mut(e);
         ent.docs.push(d);
+        ent.case += case;
         if takes_name {
             ent.name_doc = d;
         }
@@ -613,6 +638,7 @@ impl GraphState {
         let ent = self.ents.at_mut(e);
         if let Some(p) = ent.docs.iter().position(|x| *x == d) {
             ent.docs.swap_remove(p);
+            ent.case -= written_case(name_in_d);
         }
         if ent.docs.is_empty() {
             let id = ent.id.clone();
@@ -909,6 +935,42 @@ mod tests {
         assert_eq!(g.neighbours("c").count(), 0);
         assert_eq!(g.incident("b").collect::<Vec<_>>(), vec![("a", "r", "b")]);
         assert!(delete(&mut g, "never-seen").is_none());
+    }
+
+    #[test]
+    fn the_written_case_of_a_name_follows_its_documents() {
+        // A document naming "film" as `name` (and its own title entity).
+        let naming = |doc: &str, name: &str| {
+            let mut d = delta(doc, &[("film", "r", doc)]);
+            d.triples[0].subject = name.into();
+            d
+        };
+        // The count the graph keeps, against one made from every live document's name.
+        let recount = |g: &GraphState| {
+            let e = g.entity("film").unwrap();
+            let lower = e.names().filter(|n| written_case(n) > 0).count();
+            let upper = e.names().filter(|n| written_case(n) < 0).count();
+            assert_eq!(e.written_lower_case(), lower > upper, "kept count against a recount");
+            e.written_lower_case()
+        };
+        let mut g = GraphState::new();
+        apply(&mut g, &naming("a", "Film"));
+        assert!(!recount(&g), "one capital");
+        apply(&mut g, &naming("b", "film"));
+        assert!(!recount(&g), "a tie is no concept");
+        apply(&mut g, &naming("c", "film"));
+        assert!(recount(&g), "two lower case against one capital");
+        apply(&mut g, &naming("c", "FILM"));
+        assert!(!recount(&g), "an update that writes it with a capital");
+        apply(&mut g, &naming("a", "film"));
+        assert!(recount(&g));
+        delete(&mut g, "a");
+        delete(&mut g, "b");
+        assert!(!recount(&g), "deletes take their names away");
+        delete(&mut g, "c");
+        assert!(g.entity("film").is_none());
+        apply(&mut g, &naming("d", "film"));
+        assert!(recount(&g), "a new entity starts from nothing");
     }
 
     #[test]

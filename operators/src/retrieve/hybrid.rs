@@ -968,19 +968,11 @@ pub(super) fn own_pages<'g>(g: &'g GraphState, e: EntityView<'g>, p: &HybridPara
 }
 
 /// Whether the documents that mention an entity write it in lower case more often than with a
-/// capital (of the first 64): a concept ("film", "husband"), not a named thing, whose name no
-/// page is titled by with a qualifier ("Film (disambiguation)" is not where a fact ending in
-/// "film" leads).
+/// capital: a concept ("film", "husband"), not a named thing, whose name no page is titled by
+/// with a qualifier ("Film (disambiguation)" is not where a fact ending in "film" leads). The
+/// graph keeps the count as documents come and go ([`EntityView::written_lower_case`]).
 pub(super) fn concept(e: EntityView<'_>) -> bool {
-    let (mut lower, mut upper) = (0, 0);
-    for n in e.names().take(64) {
-        match n.chars().find(|c| c.is_alphabetic()) {
-            Some(c) if c.is_lowercase() => lower += 1,
-            Some(_) => upper += 1,
-            None => {}
-        }
-    }
-    lower > upper
+    e.written_lower_case()
 }
 
 /// The passages whose title is a named entity (its own pages), each with the name's share over
