@@ -66,6 +66,16 @@ pub fn unqualified(title: &str) -> Option<&str> {
     Some(t[..open].trim_end()).filter(|b| !b.is_empty())
 }
 
+/// The name a styled title is built on, when a title of rank follows its comma (after an
+/// ordinal or an adjective, within three words): "Siemowit IV, Duke of Masovia" -> "Siemowit
+/// IV", "Robert Petre, 8th Baron Petre" -> "Robert Petre", "Frederick I, Holy Roman Emperor" ->
+/// "Frederick I". Two words or more before the comma; None otherwise ("Paris, Texas", "New York,
+/// New York").
+pub fn styled_base(name: &str) -> Option<&str> {
+    let (head, tail) = name.trim().split_once(", ")?;
+    let ranked = tail.split_whitespace().take(3).any(|w| TITLES_OF_RANK.contains(&w.to_lowercase().as_str()));
+    (ranked && head.split_whitespace().nth(1).is_some()).then_some(head.trim())
+}
 /// The shorter forms a styled name's own page may be titled by: without the titles of rank that
 /// open it ("King George I of Greece" -> "George I of Greece"), without what follows its comma
 /// ("Nicholas the Small, Duke of Ziębice" -> "Nicholas the Small"). Each keeps two words or more.
@@ -112,7 +122,18 @@ pub fn is_alias_relation(r: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_alias_relation, normalize, shorter_forms, unqualified};
+    use super::{is_alias_relation, normalize, shorter_forms, styled_base, unqualified};
+
+    #[test]
+    fn a_styled_title_is_built_on_the_name_before_its_comma() {
+        assert_eq!(styled_base("Siemowit IV, Duke of Masovia"), Some("Siemowit IV"));
+        assert_eq!(styled_base("Robert Petre, 8th Baron Petre"), Some("Robert Petre"));
+        assert_eq!(styled_base("Frederick I, Holy Roman Emperor"), Some("Frederick I"));
+        assert_eq!(styled_base("Paris, Texas"), None, "no title of rank after the comma");
+        assert_eq!(styled_base("New York, New York"), None);
+        assert_eq!(styled_base("Albert, Prince Consort"), None, "one word is not a name to stand alone");
+        assert_eq!(styled_base("Siemowit IV"), None);
+    }
 
     #[test]
     fn a_qualified_title_loses_its_qualifier() {

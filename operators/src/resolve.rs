@@ -16,7 +16,7 @@ use crate::ann::{Hnsw, HnswParams};
 use crate::config::Topics;
 use crate::error::StageFault;
 use crate::stages::{BuildError, ResolveConfig, Shared};
-use crate::normalize::normalize;
+use crate::normalize::{is_alias_relation, normalize};
 use crate::runtime::{blocking, Operator, Outcome};
 use crate::transport::{Output, Record};
 
@@ -73,10 +73,25 @@ pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> Grap
         doc_id: ex.doc_id.clone(),
         title: ex.title.clone(),
         entities: order.into_iter().map(|id| EntityRef { name: entities[&id].clone(), id }).collect(),
+        links: stated_links(&triples),
         triples,
-        links: Vec::new(),
         source: ex.source.clone(),
     }
+}
+
+/// The synonym links a document states: one for each of its facts whose relation says that its
+/// two ends name one thing ("Frederick I, Holy Roman Emperor" "also known as" "Frederick
+/// Barbarossa"; [`is_alias_relation`]), between two different entities, at confidence 1. The
+/// document carries them, so they go with it when it is deleted or no longer says so; no model
+/// is needed, so they are made with entity resolution off too.
+pub fn stated_links(triples: &[ResolvedTriple]) -> Vec<EntityLink> {
+    let mut out: Vec<EntityLink> = Vec::new();
+    for t in triples.iter().filter(|t| t.subject_id != t.object_id && is_alias_relation(&t.relation)) {
+        if !out.iter().any(|l| (l.id == t.subject_id && l.to_id == t.object_id) || (l.id == t.object_id && l.to_id == t.subject_id)) {
+            out.push(EntityLink { id: t.subject_id.clone(), to_id: t.object_id.clone(), confidence: 1.0 });
+        }
+    }
+    out
 }
 
 /// The numbers of a normalised name, its digit runs and its regnal numbers after the first word
@@ -169,10 +184,12 @@ fn spelled_out(w: &str) -> &str {
     }
 }
 
-/// The normalised name without its parenthesised qualifier, for a name that has one:
-/// "David Bradley (director)" -> "david bradley".
+/// The normalised name a qualified name is built on, for a name that has one: without its
+/// parenthesised qualifier ("David Bradley (director)" -> "david bradley"), or before the comma
+/// of a styled title ("Siemowit IV, Duke of Masovia" -> "siemowit iv",
+/// [`crate::normalize::styled_base`]).
 fn base_of(name: &str) -> Option<String> {
-    crate::normalize::unqualified(name).map(normalize).filter(|b| !b.is_empty())
+    crate::normalize::unqualified(name).or_else(|| crate::normalize::styled_base(name)).map(normalize).filter(|b| !b.is_empty())
 }
 
 /// The store key of an index node's links (sorted as the nodes are).
@@ -255,7 +272,7 @@ pub struct EntityResolver {
     /// Qualified entity id -> its base; base -> the qualified entities with it.
     base: HashMap<String, String>,
     qualified: HashMap<String, Vec<String>>,
-    /// Entity id -> its synonym links, best first.
+    /// Entity id -> its synonym links (see [`Self::link_candidates`]).
     links: HashMap<String, Vec<Link>>,
     /// HNSW node -> canonical id.
     nodes: Vec<String>,
@@ -360,7 +377,7 @@ impl EntityResolver {
         self.names.get(norm).map(|s| s.as_str())
     }
 
-    /// The synonym links of an entity, best first.
+    /// The synonym links of an entity: its name's other forms, then its nearest, each best first.
     pub fn links(&self, id: &str) -> &[Link] {
         self.links.get(id).map(Vec::as_slice).unwrap_or_default()
     }
@@ -388,29 +405,31 @@ impl EntityResolver {
             .collect()
     }
 
-    /// The links a new name would get (before it is added): its nearest entities, and the
-    /// bare and qualified forms of its name, unless two different qualifiers part them.
+    /// The links a new name would get (before it is added): the bare and qualified forms of its
+    /// name ([`base_of`]), then its nearest entities unless two different qualifiers part them;
+    /// at most [`MAX_LINKS`], so a form is never crowded out by a name that only embeds near.
     pub fn link_candidates(&self, name: &NewName) -> Vec<Link> {
         let cos = |id: &str| self.node_of.get(id).map(|&n| self.index.vector(n).iter().zip(&name.vector).map(|(a, b)| a * b).sum::<f32>()).unwrap_or(0.0);
         let parted = |id: &str| matches!((&name.base, self.base.get(id)), (Some(a), Some(b)) if a == b);
-        let mut out: Vec<Link> = Vec::new();
-        let mut push = |to: String, confidence: f32| {
-            if to != name.norm && !out.iter().any(|l| l.to == to) {
-                out.push(Link { to, confidence });
-            }
-        };
-        for (id, sim) in self.nearest(&name.norm, &name.vector, 5, false) {
-            if !parted(&id) {
-                push(id, sim);
-            }
-        }
+        // the bare and qualified forms first (the names' form is the evidence, whatever their
+        // cosine), then the nearest by embedding; each part most similar first
+        let mut forms: Vec<Link> = Vec::new();
         if let Some(id) = name.base.as_deref().and_then(|b| self.names.get(b)) {
-            push(id.clone(), cos(id));
+            forms.push(Link { to: id.clone(), confidence: cos(id) });
         }
         for id in self.qualified.get(&name.norm).into_iter().flatten() {
-            push(id.clone(), cos(id));
+            forms.push(Link { to: id.clone(), confidence: cos(id) });
         }
-        out.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+        let mut near: Vec<Link> = self.nearest(&name.norm, &name.vector, 5, false).into_iter().filter(|(id, _)| !parted(id)).map(|(to, confidence)| Link { to, confidence }).collect();
+        let mut out: Vec<Link> = Vec::new();
+        for part in [&mut forms, &mut near] {
+            part.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+            for l in part.drain(..) {
+                if l.to != name.norm && !out.iter().any(|o| o.to == l.to) {
+                    out.push(l);
+                }
+            }
+        }
         out.truncate(MAX_LINKS);
         out
     }
@@ -442,15 +461,22 @@ impl EntityResolver {
     }
 
     /// The graph delta of an extraction whose names were all resolved ([`Self::resolve_names`]):
-    /// their entities' ids, and the links of every entity it names. Every document that names
-    /// a linked entity carries its links, so the graph keeps a link while one of them lives.
+    /// their entities' ids, the links it states ([`stated_links`]), and the links decided for
+    /// every entity it names. Every document that names a linked entity carries its links, so
+    /// the graph keeps a link while one of them lives.
     pub fn delta(&self, ex: &Extraction) -> GraphDelta {
         let mut delta = resolve_with(ex, &|norm: &str| self.canonical(norm).unwrap_or(norm).to_string());
-        delta.links = delta
+        let decided: Vec<EntityLink> = delta
             .entities
             .iter()
             .flat_map(|e| self.links(&e.id).iter().map(|l| EntityLink { id: e.id.clone(), to_id: l.to.clone(), confidence: l.confidence }))
             .collect();
+        // what the document states first; a decided link between the same two is then redundant
+        for l in decided {
+            if !delta.links.iter().any(|s| (s.id == l.id && s.to_id == l.to_id) || (s.id == l.to_id && s.to_id == l.id)) {
+                delta.links.push(l);
+            }
+        }
         delta
     }
 
@@ -601,6 +627,33 @@ mod tests {
     }
 
     #[test]
+    fn a_document_that_says_two_names_are_one_carries_a_link_between_them() {
+        let ex = |triples: Vec<Triple>| Extraction {
+            access: Default::default(),
+            schema_version: SCHEMA_VERSION,
+            op: Default::default(),
+            doc_id: "d".into(),
+            title: "Frederick I, Holy Roman Emperor".into(),
+            entities: vec![],
+            triples,
+            extractor: "builtin".into(),
+            source: SourceRef { topic: "t".into(), partition: 0, offset: 1, timestamp_ms: None },
+        };
+        let t = |s: &str, r: &str, o: &str| Triple { subject: s.into(), relation: r.into(), object: o.into() };
+        let stating = ex(vec![
+            t("Frederick I, Holy Roman Emperor", "also known as", "Frederick Barbarossa"),
+            t("Frederick Barbarossa", "better known as", "Frederick I, Holy Roman Emperor"),
+            t("Frederick I, Holy Roman Emperor", "was the son of", "Frederick II, Duke of Swabia"),
+            t("Barbarossa", "known as", "barbarossa"),
+        ]);
+        let d = resolve(&stating);
+        let links: Vec<(&str, &str, f32)> = d.links.iter().map(|l| (l.id.as_str(), l.to_id.as_str(), l.confidence)).collect();
+        assert_eq!(links, vec![("frederick i holy roman emperor", "frederick barbarossa", 1.0)], "once either way round; not for other relations, nor to itself");
+        let plain = resolve(&ex(vec![t("Frederick I, Holy Roman Emperor", "was the son of", "Frederick II, Duke of Swabia")]));
+        assert!(plain.links.is_empty(), "a version that no longer says so carries none");
+    }
+
+    #[test]
     fn regnal_numbers_part_names_as_digits_do() {
         assert_eq!([roman("ii"), roman("xiv"), roman("xxxix"), roman("x"), roman("iv")], [Some(2), Some(14), Some(39), Some(10), Some(4)]);
         for w in ["", "iiii", "vix", "civil", "il", "xl", "mix", "vv"] {
@@ -639,5 +692,6 @@ mod tests {
         assert_ne!(name_key("barack h obama"), name_key("barack obama"));
         assert_eq!(base_of("David Bradley (director)").as_deref(), Some("david bradley"));
         assert_eq!(base_of("David Bradley"), None);
+        assert_eq!(base_of("Bogislaw XIII, Duke of Pomerania").as_deref(), Some("bogislaw xiii"));
     }
 }

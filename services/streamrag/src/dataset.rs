@@ -35,7 +35,7 @@ pub struct Dataset {
     pub questions: Vec<Question>,
 }
 
-fn read_json(path: &Path) -> Result<Value> {
+pub(crate) fn read_json(path: &Path) -> Result<Value> {
     let mut bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
@@ -46,7 +46,7 @@ fn read_json(path: &Path) -> Result<Value> {
 }
 
 /// The first existing of `names` (each also tried with .gz) under `dir`.
-fn find(dir: &Path, names: &[&str]) -> Option<PathBuf> {
+pub(crate) fn find(dir: &Path, names: &[&str]) -> Option<PathBuf> {
     names.iter().flat_map(|n| [dir.join(n), dir.join(format!("{n}.gz"))]).find(|p| p.exists())
 }
 
