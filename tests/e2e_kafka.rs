@@ -1,8 +1,8 @@
 //! End to end on a real Kafka-protocol broker (Tansu: in-memory storage, or S3 storage on moto
 //! for the restart test), through the real binary. The first suite: 200 documents through
 //! `ingest --brokers` with one malformed record produced raw in the middle, 10 multi-hop
-//! questions through `ask --brokers`. Then the fault tests. Nothing in streamrag knows the
-//! broker is Tansu.
+//! questions through `ask --brokers`. `bench pipeline --brokers` runs its comparison with the
+//! embedded path. Then the fault tests. Nothing in streamrag knows the broker is Tansu.
 //!
 //! The fault tests run the query stage with `--retriever ppr` (FAULT_RETRIEVER): they check
 //! delivery, not retrieval, and the default hybrid's passage embedding (MiniLM on the CPU, in
@@ -98,6 +98,22 @@ fn stream_in(brokers: &str, docs: &[streamrag_schemas::Document], chunk: usize, 
 /// `ingest --brokers` whose topic creation the broker's connection drops (the broker went down
 /// with the request in flight: a transport failure, not a refusal) waits for the broker and
 /// tries again instead of failing: every document reaches the docs topic, once.
+/// `bench pipeline --brokers` runs the same documents embedded and on the broker in one
+/// command: every document reaches both graphs (the bench fails otherwise), and it states the
+/// start apart from the rate, with both ratios.
+#[test]
+fn bench_pipeline_compares_the_broker_with_embedded() {
+    let (_broker, brokers) = start_broker();
+    let out = streamrag(&["bench", "pipeline", "--docs", "400", "--brokers", &brokers]);
+    let value = |label: &str| -> f64 {
+        let line = out.lines().find(|l| l.contains(label)).unwrap_or_else(|| panic!("no {label:?} in:\n{out}"));
+        line.split_whitespace().find_map(|w| w.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<f64>().ok().filter(|_| w.chars().next().is_some_and(|c| c.is_ascii_digit()))).unwrap()
+    };
+    assert!(out.contains("transport kafka, 400 documents after 200 to warm up"), "{out}");
+    assert!(value("start to the warm-up documents queryable") > 0.0, "{out}");
+    assert!(value("kafka / embedded ratio:") > 0.0 && value("kafka / embedded, from start") > 0.0, "{out}");
+}
+
 #[test]
 fn an_ingest_whose_topic_creation_is_cut_off_tries_again() {
     // the proxy's port is held from the start, so no other test's process can take it first
