@@ -136,6 +136,7 @@ fn metrics_count_records_dead_letters_and_freshness() {
     let settled = || {
         metric(&addr, "streamrag_stage_records_in_total{stage=\"kg-writer\"}") >= docs.len() as f64
             && metric(&addr, "streamrag_stage_batch_seconds_count{stage=\"resolve\"}") >= 1.0
+            && metric(&addr, "streamrag_stage_produce_seconds_count{stage=\"openie\"}") == metric(&addr, "streamrag_stage_batch_seconds_count{stage=\"openie\"}")
     };
     while !settled() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
@@ -154,6 +155,10 @@ fn metrics_count_records_dead_letters_and_freshness() {
     assert_eq!(scraped("streamrag_freshness_seconds_count{graph=\"writer\"}"), docs.len() as f64);
     assert_eq!(scraped("streamrag_freshness_seconds_bucket{graph=\"writer\",le=\"60\"}"), docs.len() as f64);
     assert!(scraped("streamrag_stage_batch_seconds_count{stage=\"resolve\"}") >= 1.0);
+    // each batch's produce is timed too, and is part of the batch's time
+    assert!(scraped("streamrag_stage_produce_seconds_count{stage=\"openie\"}") >= 1.0);
+    assert_eq!(scraped("streamrag_stage_produce_seconds_count{stage=\"openie\"}"), scraped("streamrag_stage_batch_seconds_count{stage=\"openie\"}"));
+    assert!(scraped("streamrag_stage_produce_seconds_sum{stage=\"openie\"}") <= scraped("streamrag_stage_batch_seconds_sum{stage=\"openie\"}"));
     assert!(text.contains("streamrag_stage_consumer_lag{stage=\"openie\"}"), "{text}");
     p.stop();
 }

@@ -112,6 +112,11 @@ fn bench_pipeline_compares_the_broker_with_embedded() {
     assert!(out.contains("transport kafka, 400 documents after 200 to warm up"), "{out}");
     assert!(value("start to the warm-up documents queryable") > 0.0, "{out}");
     assert!(value("kafka / embedded ratio:") > 0.0 && value("kafka / embedded, from start") > 0.0, "{out}");
+    // where each stage's time went, on both transports
+    for transport in ["kafka", "embedded"] {
+        let line = out.lines().find(|l| l.contains(&format!("stages on {transport}:"))).unwrap_or_else(|| panic!("no stages on {transport}:\n{out}"));
+        assert!(["openie", "resolve", "kg-writer"].iter().all(|s| line.contains(&format!("{s} "))) && line.contains("producing"), "{line}");
+    }
 }
 
 #[test]

@@ -39,6 +39,11 @@ impl Histogram {
         self.counts.iter().map(|c| c.load(Relaxed)).sum()
     }
 
+    /// The sum of the observed seconds.
+    pub fn sum_seconds(&self) -> f64 {
+        self.sum_us.load(Relaxed) as f64 / 1e6
+    }
+
     /// Starts keeping raw samples (dropping any kept before).
     pub fn keep_samples(&self) {
         *self.samples.lock().expect("samples lock") = Some(Vec::new());
@@ -80,6 +85,9 @@ pub struct StageMetrics {
     pub dead_lettered: AtomicU64,
     /// Processing time of each batch (process, produce, commit), per batch.
     pub batch_seconds: Histogram,
+    /// Of that, the time spent producing the batch's outputs until every one was acknowledged
+    /// (the broker's round trip on Kafka, the local log's append embedded).
+    pub produce_seconds: Histogram,
     /// Records behind the end of the input topic, as of the last measurement.
     pub lag: AtomicI64,
 }
@@ -158,6 +166,11 @@ impl Metrics {
         family(out, name, "histogram", "Time to process, produce and commit one batch", []);
         for (stage, m) in &stages {
             m.batch_seconds.render(name, &format!("stage=\"{stage}\""), out);
+        }
+        let name = "streamrag_stage_produce_seconds";
+        family(out, name, "histogram", "Time to produce one batch's outputs until all are acknowledged", []);
+        for (stage, m) in &stages {
+            m.produce_seconds.render(name, &format!("stage=\"{stage}\""), out);
         }
         let name = "streamrag_freshness_seconds";
         family(out, name, "histogram", "From a document's topic timestamp to its triples being queryable", []);

@@ -216,7 +216,9 @@ pub async fn run<O: Operator>(
                 }
             }
         }
+        let producing = std::time::Instant::now();
         transport.produce(&outputs).await?;
+        metrics.produce_seconds.observe(producing.elapsed().as_secs_f64());
         sub.commit(&batch).await?;
         op.after_commit(&batch);
         metrics.batch_seconds.observe(started.elapsed().as_secs_f64());

@@ -36,6 +36,28 @@ struct Run {
     /// Seconds to acknowledge the ingest, and until the graph holds every document.
     ingest_s: f64,
     total_s: f64,
+    /// What each stage of the path spent on the timed documents.
+    stages: Vec<StageTime>,
+}
+
+/// A stage's batches, and the seconds it spent on them and, of those, producing.
+struct StageTime {
+    stage: &'static str,
+    batches: u64,
+    busy_s: f64,
+    produce_s: f64,
+}
+
+/// The stages a document crosses, in order.
+const PATH: [&str; 3] = ["openie", "resolve", "kg-writer"];
+
+fn stage_times() -> Vec<StageTime> {
+    PATH.iter()
+        .map(|&stage| {
+            let m = streamrag_operators::metrics::global().stage(stage);
+            StageTime { stage, batches: m.batch_seconds.count(), busy_s: m.batch_seconds.sum_seconds(), produce_s: m.produce_seconds.sum_seconds() }
+        })
+        .collect()
 }
 
 /// `warm` then, timed, `docs` through a fresh node on `conn`'s transport.
@@ -49,6 +71,8 @@ async fn through(conn: &Conn, warm: &[streamrag_schemas::Document], docs: &[stre
     node.publish_documents(warm).await?;
     tokio::time::timeout(Duration::from_secs(300), applied.wait_for(|&n| n >= warm.len())).await.context("the warm-up documents did not arrive")??;
     let ready_s = t0.elapsed().as_secs_f64();
+    // the process's stage metrics add up over runs: what this one's timed part adds
+    let before = stage_times();
     let t1 = Instant::now();
     for chunk in docs.chunks(1000) {
         node.publish_documents(chunk).await?;
@@ -56,9 +80,14 @@ async fn through(conn: &Conn, warm: &[streamrag_schemas::Document], docs: &[stre
     let ingest_s = t1.elapsed().as_secs_f64();
     tokio::time::timeout(Duration::from_secs(600), applied.wait_for(|&n| n >= warm.len() + docs.len())).await.context("pipeline did not finish")??;
     let total_s = t1.elapsed().as_secs_f64();
+    let stages = stage_times()
+        .into_iter()
+        .zip(before)
+        .map(|(a, b)| StageTime { stage: a.stage, batches: a.batches - b.batches, busy_s: a.busy_s - b.busy_s, produce_s: a.produce_s - b.produce_s })
+        .collect();
     tasks.join(&node).await?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Run { transport: node.transport.name(), ready_s, ingest_s, total_s })
+    Ok(Run { transport: node.transport.name(), ready_s, ingest_s, total_s, stages })
 }
 
 pub async fn run(a: BenchPipelineArgs, file: FileConfig) -> Result<()> {
@@ -85,6 +114,14 @@ pub async fn run(a: BenchPipelineArgs, file: FileConfig) -> Result<()> {
     println!("  ingest acknowledged:                               {:.0} docs/s ({:.2}s)", docs.len() as f64 / r.ingest_s, r.ingest_s);
     println!("  end to end (ingest -> queryable graph):            {rate:.0} docs/s ({:.2}s)", r.total_s);
     println!("  pipeline / extractor-alone ratio:                  {:.3}", rate / extract_rate);
+    let profile = |run: &Run| {
+        let parts: Vec<String> = run.stages.iter().map(|t| format!("{} {} batches, busy {:.2}s ({:.2}s producing)", t.stage, t.batches, t.busy_s, t.produce_s)).collect();
+        println!("  {:<51}{}", format!("stages on {}:", run.transport), parts.join("; "));
+    };
+    profile(&r);
+    if let Some(e) = &embedded {
+        profile(e);
+    }
     if let Some(e) = embedded {
         let base = docs.len() as f64 / e.total_s;
         println!("  the same documents embedded, same process:         {base:.0} docs/s ({:.2}s; warm-up queryable {:.2}s after start)", e.total_s, e.ready_s);
