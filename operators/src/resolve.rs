@@ -4,8 +4,10 @@
 //! the same name ([`name_key`]); otherwise it is embedded (all-MiniLM-L6-v2) and becomes its
 //! own entity with synonym links to the entities it probably also names (cosine >= 0.8, as
 //! HippoRAG's synonym edges; found with an HNSW index, so resolving a name costs about
-//! log(entities)). A merge shows in the graph delta as an entity ref whose id is not its
-//! name's normalised form.
+//! log(entities)), and to the other forms of its name ("X (film)", "X, Duke of Y" and "X"). A
+//! merge shows in the graph delta as an entity ref whose id is not its name's normalised form.
+//! With or without a resolver, a document that states an alias ("also known as") carries a link
+//! between the two names ([`stated_links`]).
 
 use std::collections::{BTreeMap, HashMap};
 
