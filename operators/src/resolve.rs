@@ -89,11 +89,16 @@ pub fn resolve_with(ex: &Extraction, canonical: &dyn Fn(&str) -> String) -> Grap
 pub fn stated_links(triples: &[ResolvedTriple]) -> Vec<EntityLink> {
     let mut out: Vec<EntityLink> = Vec::new();
     for t in triples.iter().filter(|t| t.subject_id != t.object_id && is_alias_relation(&t.relation)) {
-        if !out.iter().any(|l| (l.id == t.subject_id && l.to_id == t.object_id) || (l.id == t.object_id && l.to_id == t.subject_id)) {
+        if !out.iter().any(|l| joins(l, &t.subject_id, &t.object_id)) {
             out.push(EntityLink { id: t.subject_id.clone(), to_id: t.object_id.clone(), confidence: 1.0 });
         }
     }
     out
+}
+
+/// Whether a link joins `a` and `b`, either way round.
+fn joins(l: &EntityLink, a: &str, b: &str) -> bool {
+    (l.id == a && l.to_id == b) || (l.id == b && l.to_id == a)
 }
 
 /// The numbers of a normalised name, its digit runs and its regnal numbers after the first word
@@ -475,7 +480,7 @@ impl EntityResolver {
             .collect();
         // what the document states first; a decided link between the same two is then redundant
         for l in decided {
-            if !delta.links.iter().any(|s| (s.id == l.id && s.to_id == l.to_id) || (s.id == l.to_id && s.to_id == l.id)) {
+            if !delta.links.iter().any(|s| joins(s, &l.id, &l.to_id)) {
                 delta.links.push(l);
             }
         }

@@ -530,9 +530,12 @@ impl GraphState {
         }
         // A name may change where this document names the entity differently.
         for &e in new_ix.iter().filter(|e| old_ix.binary_search(e).is_ok()) {
+            // the case this document writes the name in may change with it (no name copied)
             let now = self.docs.at(d).name_of(e).map(written_case).unwrap_or(0);
-            let before = old_name_of(e).as_deref().map(written_case).unwrap_or(0);
-            self.ents.at_mut(e).case += now - before;
+            let before = old_ents.binary_search_by_key(&e, |x| x.0).map_or(0, |i| written_case(&old_ents[i].1));
+            if now != before {
+                self.ents.at_mut(e).case += now - before;
+            }
             if self.ents.at(e).name_doc == d {
                 if let Some(n) = old_name_of(e) {
                     self.rename(e, &n);

@@ -88,9 +88,11 @@ pub fn run(b: BenchResolveArgs) -> Result<()> {
     crate::cmd::check_model_dir(&model, "--model")?;
     let ds = Dataset::load(&b.dataset)?;
     let enc = || SentenceEncoder::load(&model, &candle_core::Device::Cpu).map_err(|e| anyhow!("loading {}: {e}", model.display()));
-    aliases(&ds, &b.dataset, enc()?, b.threshold, b.misses)?;
+    // made once: each size and threshold judges the same sets
+    let sets = alias_sets(&ds, &b.dataset)?;
+    aliases(&ds, &sets, enc()?, b.threshold, b.misses)?;
     for &t in &b.also_thresholds {
-        aliases(&ds, &b.dataset, enc()?, t, 0)?;
+        aliases(&ds, &sets, enc()?, t, 0)?;
     }
 
     let largest = b.sizes.iter().copied().max().unwrap_or(0);
@@ -128,7 +130,7 @@ pub fn run(b: BenchResolveArgs) -> Result<()> {
         r.resolve_embedded(&items)?;
         eprintln!("filled to {size} names ({} entities) in {:.1} s", r.entities(), t.elapsed().as_secs_f64());
         filled = size;
-        aliases_at.push((size, r.entities(), alias_rows(&ds, &b.dataset, &r, 0)?));
+        aliases_at.push((size, r.entities(), alias_rows(&ds, &sets, &r, 0)?));
         // The probe: embed, then decide, as the resolve stage does for names never seen.
         let t = Instant::now();
         let refs: Vec<&str> = probe.iter().map(String::as_str).collect();
@@ -216,12 +218,16 @@ pub fn run(b: BenchResolveArgs) -> Result<()> {
     Ok(())
 }
 
-/// Two alias sets from the corpus, each a list of (alias, the title it names), an alias
+/// A named alias set: (alias, the title it names) pairs.
+type AliasSet = (&'static str, Vec<(String, String)>);
+
+/// The alias sets, each a list of (alias, the title it names), an alias
 /// naming one title only and being no title itself: the bare base of a qualified title
 /// ("David Bradley" for "David Bradley (director)", when no other title shares the base), and
 /// the names a page gives its own subject ("also known as Frederick Barbarossa" on "Frederick
-/// I, Holy Roman Emperor", read by the built-in extractor).
-fn alias_sets(ds: &Dataset, dir: &std::path::Path) -> Result<Vec<(&'static str, Vec<(String, String)>)>> {
+/// I, Holy Roman Emperor", read by the built-in extractor); then the two halves of the sets
+/// whose labels come from the questions' evidence ([`evidence_aliases`]).
+fn alias_sets(ds: &Dataset, dir: &std::path::Path) -> Result<Vec<AliasSet>> {
     let titles: Vec<&str> = ds.corpus.iter().map(|p| p.title.as_str()).collect();
     let title_norms: HashSet<String> = titles.iter().map(|t| normalize(t)).collect();
     let unique = |pairs: Vec<(String, String)>| -> Vec<(String, String)> {
@@ -313,7 +319,7 @@ fn stated_links(ds: &Dataset, r: &EntityResolver) -> HashMap<String, HashSet<Str
 }
 
 /// Merge and link precision, and aliases resolved, on the alias sets (see the module doc).
-fn aliases(ds: &Dataset, dir: &std::path::Path, enc: SentenceEncoder, threshold: f32, show_misses: usize) -> Result<()> {
+fn aliases(ds: &Dataset, sets: &[AliasSet], enc: SentenceEncoder, threshold: f32, show_misses: usize) -> Result<()> {
     let titles: Vec<&str> = ds.corpus.iter().map(|p| p.title.as_str()).collect();
     let mut r = EntityResolver::open(enc, threshold, None)?;
     let t = Instant::now();
@@ -324,7 +330,7 @@ fn aliases(ds: &Dataset, dir: &std::path::Path, enc: SentenceEncoder, threshold:
         titles.len(),
         t.elapsed().as_secs_f64()
     );
-    print!("{}", alias_rows(ds, dir, &r, show_misses)?);
+    print!("{}", alias_rows(ds, sets, &r, show_misses)?);
     Ok(())
 }
 
@@ -346,7 +352,7 @@ fn between_titles(ds: &Dataset, r: &EntityResolver) -> (usize, usize) {
 /// The alias sets' rows against a resolver that holds every title (and perhaps other names):
 /// an alias it already knows is judged by what was decided for it then, a new one by what would
 /// be decided now.
-fn alias_rows(ds: &Dataset, dir: &std::path::Path, r: &EntityResolver, show_misses: usize) -> Result<String> {
+fn alias_rows(ds: &Dataset, sets: &[AliasSet], r: &EntityResolver, show_misses: usize) -> Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
     let (title_merges, title_links) = between_titles(ds, r);
@@ -355,7 +361,7 @@ fn alias_rows(ds: &Dataset, dir: &std::path::Path, r: &EntityResolver, show_miss
     writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")?;
     let mut examples = Vec::new();
     let mut misses = Vec::new();
-    for (what, pairs) in alias_sets(ds, dir)? {
+    for (what, pairs) in sets {
         let shown = misses.len();
         let names: Vec<&str> = pairs.iter().map(|p| p.0.as_str()).collect();
         let vecs = r.encoder().embed_vecs(&names)?;
@@ -364,11 +370,12 @@ fn alias_rows(ds: &Dataset, dir: &std::path::Path, r: &EntityResolver, show_miss
         for ((alias, title), v) in pairs.iter().zip(vecs) {
             let want = r.canonical(&normalize(title)).unwrap_or_default().to_string();
             let name = NewName::new(alias, v);
-            let said = stated.get(r.canonical(&name.norm).unwrap_or(&name.norm)).is_some_and(|to| to.contains(&want));
+            let canonical = r.canonical(&name.norm);
+            let said = stated.get(canonical.unwrap_or(&name.norm)).is_some_and(|to| to.contains(&want));
             // known already (a name of the corpus the resolver was filled with): its own entity
             // is judged by its links, a merge by where it went
-            let known = r.canonical(&name.norm).filter(|c| *c == name.norm).map(|c| r.links(c).to_vec());
-            let merged_into = match r.canonical(&name.norm) {
+            let known = canonical.filter(|c| *c == name.norm).map(|c| r.links(c).to_vec());
+            let merged_into = match canonical {
                 Some(c) if c != name.norm => Some(c),
                 Some(_) => None,
                 None => r.same_name(&name.norm),
