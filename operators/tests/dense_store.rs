@@ -63,3 +63,23 @@ fn passages_are_embedded_once_and_survive_a_reopen_exactly() {
     assert_eq!(other.len(), 0);
     assert_eq!(DocSink::position(&other), Some(Default::default()));
 }
+
+#[test]
+fn a_question_asked_again_is_not_embedded_again_and_gets_its_own_vector() {
+    let enc = SentenceEncoder::load(&minilm(), &Device::Cpu).unwrap();
+    let own = |q: &str| enc.embed_vecs(&[q]).unwrap().remove(0);
+    let (q1, q2, q3) = ("Who discovered radium?", "Which river flows through Warsaw?", "When was insulin first used?");
+    let ix = DenseIndex::new(SentenceEncoder::load(&minilm(), &Device::Cpu).unwrap());
+    let first = ix.embed_questions(&[q1, q2, q1]).unwrap();
+    assert_eq!(ix.questions_kept(), 2, "a question asked twice in one batch is embedded once");
+    assert_eq!(first[0], first[2]);
+    let near = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4);
+    assert!(near(&first[0], &own(q1)) && near(&first[1], &own(q2)), "each question gets its own vector");
+    assert!(!near(&first[0], &first[1]));
+    // asked again, with a new one: the kept vectors exactly, the new one embedded
+    let again = ix.embed_questions(&[q2, q3, q1]).unwrap();
+    assert_eq!(ix.questions_kept(), 3);
+    assert_eq!(again[0], first[1]);
+    assert_eq!(again[2], first[0]);
+    assert!(near(&again[1], &own(q3)));
+}

@@ -10,7 +10,8 @@
 //! open. Without a store (tests, `eval` baselines) the index lives in memory.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, RwLock};
 
 use streamrag_glm::sentence::dot;
 use streamrag_glm::{Result, SentenceEncoder};
@@ -23,6 +24,11 @@ use super::Retrieved;
 
 /// The most questions [`DenseIndex::embed_questions`] embeds on one thread.
 const SMALL_BATCH: usize = 2;
+
+/// Question vectors kept, the most recently asked (1.5 KB each with MiniLM): a standing query
+/// answered again at every change that reaches it, or a question asked again, is not embedded
+/// again.
+const QUESTIONS_KEPT: usize = 16_384;
 
 /// A pool of one thread (None if the system would not give one: then the global pool serves).
 fn one_thread() -> Option<&'static rayon::ThreadPool> {
@@ -43,6 +49,12 @@ pub struct DenseIndex {
     pub encoder: Arc<SentenceEncoder>,
     docs: RwLock<HashMap<String, Entry>>,
     store: Option<VectorStore>,
+    /// Question -> its vector, the [`QUESTIONS_KEPT`] most recently asked.
+    questions: Mutex<lru::LruCache<String, Vec<f32>>>,
+}
+
+fn question_cache() -> Mutex<lru::LruCache<String, Vec<f32>>> {
+    Mutex::new(lru::LruCache::new(NonZeroUsize::new(QUESTIONS_KEPT).expect("not zero")))
 }
 
 
@@ -167,7 +179,7 @@ impl VectorStore {
 impl DenseIndex {
     /// An index in memory, empty.
     pub fn new(encoder: SentenceEncoder) -> Self {
-        DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(HashMap::new()), store: None }
+        DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(HashMap::new()), store: None, questions: question_cache() }
     }
 
     /// An index kept in `db` (see the module notes): loads what it holds; vectors another
@@ -183,7 +195,7 @@ impl DenseIndex {
             }
             _ => false,
         })?;
-        Ok(DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(docs), store: Some(store) })
+        Ok(DenseIndex { encoder: Arc::new(encoder), docs: RwLock::new(docs), store: Some(store), questions: question_cache() })
     }
 
     pub fn len(&self) -> usize {
@@ -236,17 +248,37 @@ impl DenseIndex {
         Ok(())
     }
 
-    /// The questions' embeddings, one forward pass. A question or two are embedded on one
-    /// thread: at a few rows candle's matrix products lose more handing work between threads
-    /// than they gain (on 2 cores 17 ms against 22 ms for one 2Wiki question); a batch is
-    /// spread over all of them.
+    /// The questions' embeddings: those asked lately from the cache, the others in one forward
+    /// pass. A question or two are embedded on one thread: at a few rows candle's matrix
+    /// products lose more handing work between threads than they gain (on 2 cores 17 ms against
+    /// 22 ms for one 2Wiki question); a batch is spread over all of them.
     pub fn embed_questions(&self, qs: &[&str]) -> Result<Vec<Vec<f32>>> {
-        if qs.len() <= SMALL_BATCH {
-            if let Some(pool) = one_thread() {
-                return pool.install(|| self.encoder.embed_vecs(qs));
+        let mut out: Vec<Option<Vec<f32>>> = {
+            let mut kept = self.questions.lock().expect("question cache lock");
+            qs.iter().map(|q| kept.get(*q).cloned()).collect()
+        };
+        let mut new: Vec<&str> = qs.iter().zip(&out).filter(|(_, v)| v.is_none()).map(|(q, _)| *q).collect();
+        new.sort_unstable();
+        new.dedup();
+        if !new.is_empty() {
+            let vs = match one_thread().filter(|_| new.len() <= SMALL_BATCH) {
+                Some(pool) => pool.install(|| self.encoder.embed_vecs(&new))?,
+                None => self.encoder.embed_vecs(&new)?,
+            };
+            let mut kept = self.questions.lock().expect("question cache lock");
+            for (q, v) in new.iter().zip(vs) {
+                for (slot, _) in out.iter_mut().zip(qs).filter(|(slot, asked)| slot.is_none() && *asked == q) {
+                    *slot = Some(v.clone());
+                }
+                kept.put(q.to_string(), v);
             }
         }
-        self.encoder.embed_vecs(qs)
+        Ok(out.into_iter().map(|v| v.expect("every question embedded")).collect())
+    }
+
+    /// How many question vectors are kept ([`QUESTIONS_KEPT`] at most).
+    pub fn questions_kept(&self) -> usize {
+        self.questions.lock().expect("question cache lock").len()
     }
 
     /// The `k` passages closest to the embedded question `q`, best first (ties by id), as
