@@ -13,6 +13,7 @@
 //! - [`readers`]: the two operators that drive it, one reading the subscriptions topic from
 //!   its start (every replica holds every subscription), one reading the graph changes.
 
+mod owed;
 pub mod readers;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -45,6 +46,9 @@ const COMMON_WORD_ENTITIES: usize = 20;
 /// dependency (the question's own seeds always are).
 const COMMON_ENTITY_DOCUMENTS: usize = 20;
 
+/// The longest name (in words) the question may write that the graph does not hold yet.
+const NAME_WORDS: usize = 10;
+
 /// How long an evaluation waits for the retriever's indexes (passages from the docs topic,
 /// fact vectors from the graph changes) to read what their topics hold.
 const INDEX_WAIT: Duration = Duration::from_secs(5);
@@ -55,6 +59,10 @@ const INDEX_WAIT: Duration = Duration::from_secs(5);
 /// [`REFINE_WAIT`] later.
 const QUICK_WAIT: Duration = Duration::from_millis(200);
 const REFINE_WAIT: Duration = Duration::from_secs(300);
+
+/// Owed answers made together (one retrieval batch), then published at once: small, so that
+/// the first owed go out while the rest are made.
+const CHUNK: usize = 16;
 
 /// Index positions to reach: each index's position and the offsets it must reach.
 type Marks = Vec<(Arc<dyn Fn() -> BTreeMap<i32, i64> + Send + Sync>, BTreeMap<i32, i64>)>;
@@ -236,8 +244,15 @@ pub fn answer_keys(g: &GraphState, a: &Answer) -> Vec<String> {
     // the documents' own entities are not keys: a document naming a city would make every
     // change that names it reach the question (measured: bench subscriptions)
     keys.extend(a.documents.iter().map(|d| format!("d:{}", d.id)));
+    let question = normalize(&a.question);
+    let asked: HashSet<&str> = words(&question).collect();
+    // the names the question writes always; the seeds its matched facts led to (a country, a
+    // year) only where few documents name them, as the facts' ends below
     for s in &a.seeds {
-        keys.insert(format!("e:{}", normalize(s)));
+        let s = normalize(s);
+        if words(&s).all(|w| asked.contains(w)) || g.document_frequency(&s) <= COMMON_ENTITY_DOCUMENTS {
+            keys.insert(format!("e:{s}"));
+        }
     }
     // a fact's ends only where few documents name them: a year or a country at the end of a
     // supporting fact would make most changes reach the question
@@ -248,10 +263,21 @@ pub fn answer_keys(g: &GraphState, a: &Answer) -> Vec<String> {
             }
         }
     }
-    let question = normalize(&a.question);
-    for w in words(&question) {
+    for &w in &asked {
         if w.len() > 2 && !STOP.contains(&w) && g.entities_with_word(w).len() <= COMMON_WORD_ENTITIES {
             keys.insert(format!("w:{w}"));
+        }
+    }
+    // a name of common words the question writes that no entity bears yet ("Prince Ferdinand
+    // of Bavaria"): the page that brings it reaches the question when that entity appears
+    let ws: Vec<&str> = words(&question).collect();
+    let content = |w: &str| !STOP.contains(&w);
+    for i in (0..ws.len()).filter(|&i| content(ws[i])) {
+        for j in (i + 1..ws.len().min(i + NAME_WORDS)).filter(|&j| content(ws[j])) {
+            let name = ws[i..=j].join(" ");
+            if g.entity(&name).is_none() {
+                keys.insert(format!("e:{name}"));
+            }
         }
     }
     keys.remove("e:");
@@ -304,23 +330,12 @@ pub struct Standing {
     store: sled::Tree,
     /// One evaluation at a time: the two readers never publish out of order for one id.
     turn: tokio::sync::Mutex<()>,
-    /// The subscriptions to answer again once the indexes caught up, gathered while a round
-    /// waits (see [`Self::answer_once_indexed`]).
-    refine: Mutex<Refine>,
+    /// The answers owed since graph changes reached their subscriptions (see [`Self::work`]).
+    owed: Mutex<owed::Owed<Marks>>,
+    owed_now: Arc<AtomicI64>,
     evaluations: Arc<AtomicI64>,
     changes: Arc<AtomicI64>,
     published: Arc<AtomicI64>,
-}
-
-/// Answers owed once the indexes catch up: one round at a time, each answering every
-/// subscription gathered since the round before once, however many changes reached it.
-#[derive(Default)]
-struct Refine {
-    /// Subscription -> the reason of the latest change that reached it.
-    each: BTreeMap<String, String>,
-    /// The newest marks asked for: topic ends only grow, so they cover the earlier ones.
-    marks: Option<Marks>,
-    running: bool,
 }
 
 /// Opens the store of last published answers under `dir`.
@@ -353,7 +368,8 @@ impl Standing {
             indexes,
             store: open_store(dir)?,
             turn: tokio::sync::Mutex::new(()),
-            refine: Mutex::default(),
+            owed: Mutex::default(),
+            owed_now: m.gauge("streamrag_standing_owed", "Standing answers owed: subscriptions a graph change reached, not answered yet, or answered before the indexes had the change"),
             evaluations: m.counter("streamrag_standing_evaluations_total", "Standing queries answered again"),
             changes: m.counter("streamrag_standing_changes_total", "Graph changes matched against the standing queries"),
             published: m.counter("streamrag_standing_published_total", "Standing answers published because they changed"),
@@ -370,78 +386,136 @@ impl Standing {
 
     /// Ends a subscription; its stored answer goes with it.
     pub fn unsubscribe(&self, id: &str) -> Result<bool, StandingError> {
+        self.owed.lock().expect("owed lock").forget(id);
         self.store.remove(id.as_bytes())?;
         Ok(self.registry.remove(id))
     }
 
-    /// Answers again the subscriptions these graph changes can affect.
+    /// Owes an answer to each subscription these graph changes can affect, and has them
+    /// answered in the order reached ([`Self::work`], which publishes them): returns at once.
     pub async fn changed(self: &Arc<Self>, changes: &[GraphChange]) -> Result<Vec<Output>, StandingError> {
         if self.registry.is_empty() || changes.is_empty() {
             return Ok(Vec::new());
         }
         let g = self.graph.current();
-        // the first change that reached a subscription names it
-        let mut reached: BTreeMap<String, String> = BTreeMap::new();
-        for c in changes {
-            self.changes.fetch_add(1, Relaxed);
-            let what = match c.op {
-                streamrag_schemas::DocOp::Delete => "deleted",
-                streamrag_schemas::DocOp::Upsert => "changed",
-            };
-            for id in self.registry.affected(&change_keys(&g, c)) {
-                reached.entry(id).or_insert_with(|| format!("{what} {}", c.doc_id));
+        {
+            let mut owed = self.owed.lock().expect("owed lock");
+            for c in changes {
+                self.changes.fetch_add(1, Relaxed);
+                let what = match c.op {
+                    streamrag_schemas::DocOp::Delete => "deleted",
+                    streamrag_schemas::DocOp::Upsert => "changed",
+                };
+                let reason = format!("{what} {}", c.doc_id);
+                // a subscription owed already keeps the first change's reason
+                for id in self.registry.affected(&change_keys(&g, c)) {
+                    owed.reach(&id, &reason);
+                }
             }
+            self.owed_now.store(owed.len() as i64, Relaxed);
         }
-        let reached: Vec<(String, String)> = reached.into_iter().collect();
-        let (out, behind) = self.evaluate_each(&reached, QUICK_WAIT).await?;
-        if let Some(marks) = behind {
-            // answered from the graph before the passage or fact indexes had the change: once
-            // they have it, answer again (published only if that changes the answer)
-            let again = reached.into_iter().map(|(id, r)| (id, r.replacen("changed ", "indexed ", 1).replacen("deleted ", "indexed ", 1))).collect();
-            self.answer_once_indexed(marks, again);
-        }
-        Ok(out)
+        self.work();
+        Ok(Vec::new())
     }
 
-    /// Answers `each` again once the indexes reached `marks` (published only where that
-    /// changes the answer). Owed answers are gathered: while a round waits for the indexes,
-    /// the subscriptions later changes reach join the next round, so a subscription that a
-    /// burst of documents reaches many times is answered again once per round, not once per
-    /// change.
-    fn answer_once_indexed(self: &Arc<Self>, marks: Marks, each: Vec<(String, String)>) {
+    /// Makes the owed answers unless a task does already: a few at a time, first owed first
+    /// ([`CHUNK`]), each few published once made (in order: one publish at a time, while the
+    /// next few are made). Those a change reached come first; those owed again once the
+    /// indexes have a change wait until the indexes read that far ([`REFINE_WAIT`] at most)
+    /// and go when no change is owed an answer. An answer made while the indexes are more than
+    /// [`QUICK_WAIT`] behind is owed again (reason `indexed <doc>`); one made again once they
+    /// caught up is final.
+    fn work(self: &Arc<Self>) {
         {
-            let mut r = self.refine.lock().expect("refine lock");
-            r.each.extend(each);
-            r.marks = Some(marks);
-            if r.running {
+            let mut owed = self.owed.lock().expect("owed lock");
+            if owed.running || owed.is_empty() {
                 return;
             }
-            r.running = true;
+            owed.running = true;
         }
         let me = self.clone();
         tokio::spawn(async move {
+            let mut publishing: Option<tokio::task::JoinHandle<()>> = None;
             loop {
-                let (each, marks) = {
-                    let mut r = me.refine.lock().expect("refine lock");
-                    if r.each.is_empty() {
-                        r.running = false;
-                        return;
+                enum Job {
+                    Quick(Vec<(String, String)>, Option<std::time::Instant>),
+                    Again(Vec<(String, String)>),
+                    Wait,
+                    Flush,
+                }
+                let job = {
+                    let mut owed = me.owed.lock().expect("owed lock");
+                    let (quick, since) = owed.take_quick_since(CHUNK);
+                    if !quick.is_empty() {
+                        Job::Quick(quick, since)
+                    } else if let Some((marks, since)) = owed.round() {
+                        if since.elapsed() >= REFINE_WAIT || !Self::behind(marks) {
+                            Job::Again(owed.take_round(CHUNK))
+                        } else {
+                            Job::Wait
+                        }
+                    } else if publishing.is_some() {
+                        Job::Flush
+                    } else {
+                        // nothing owed, nothing in flight: idle ([`Self::idle`])
+                        owed.running = false;
+                        me.owed_now.store(owed.len() as i64, Relaxed);
+                        break;
                     }
-                    (std::mem::take(&mut r.each).into_iter().collect::<Vec<_>>(), r.marks.take().unwrap_or_default())
                 };
-                Self::reached(&marks, REFINE_WAIT).await;
-                let outs = match me.evaluate_each(&each, Duration::ZERO).await {
-                    Ok((outs, _)) => outs,
+                let (each, wait, again) = match job {
+                    Job::Wait => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    Job::Flush => {
+                        if let Some(p) = publishing.take() {
+                            let _ = p.await;
+                        }
+                        continue;
+                    }
+                    // the indexes get QUICK_WAIT from the change, not from each few answers
+                    Job::Quick(each, since) => (each, QUICK_WAIT.saturating_sub(since.map_or(Duration::ZERO, |t| t.elapsed())), None),
+                    Job::Again(each) => (each, Duration::ZERO, Some(())),
+                };
+                let outs = match me.evaluate_each(&each, wait).await {
+                    Ok((outs, behind)) => {
+                        // made again once the indexes had the change: final, whatever came since
+                        let behind = behind.filter(|_| again.is_none());
+                        let mut owed = me.owed.lock().expect("owed lock");
+                        owed.answered(&each, behind, |r| r.replacen("changed ", "indexed ", 1).replacen("deleted ", "indexed ", 1));
+                        me.owed_now.store(owed.len() as i64, Relaxed);
+                        outs
+                    }
                     Err(e) => {
-                        tracing::error!(error = %e, "standing queries: answering again once indexed failed");
+                        // the subscriptions keep their answers; the next change reaches them again
+                        tracing::error!(error = %e, subscriptions = each.len(), "standing queries: answering failed");
                         continue;
                     }
                 };
-                if let Err(e) = me.transport.produce(&outs).await {
-                    tracing::error!(error = %e, "standing queries: publishing the answers once indexed failed; the next change answers again");
+                if let Some(p) = publishing.take() {
+                    let _ = p.await;
+                }
+                if !outs.is_empty() {
+                    let me = me.clone();
+                    // recorded as published once on the topic: an answer lost with the process is
+                    // published again when the restarted one answers every subscription
+                    publishing = Some(tokio::spawn(async move {
+                        if let Err(e) = me.transport.produce(&outs).await {
+                            tracing::error!(error = %e, "standing queries: publishing answers failed; the next change answers again");
+                        } else if let Err(e) = me.record(&outs) {
+                            tracing::error!(error = %e, "standing queries: recording the published answers failed");
+                        }
+                    }));
                 }
             }
         });
+    }
+
+    /// Whether no answer is owed or being published.
+    pub fn idle(&self) -> bool {
+        let owed = self.owed.lock().expect("owed lock");
+        !owed.running && owed.is_empty()
     }
 
     /// Where each of the retriever's indexes must read to (its topic's end, now).
@@ -455,15 +529,19 @@ impl Standing {
         marks
     }
 
+    /// Whether an index has not read to its mark yet.
+    fn behind(marks: &Marks) -> bool {
+        marks.iter().any(|(pos, end)| {
+            let at = pos();
+            end.iter().any(|(p, e)| at.get(p).copied().unwrap_or(0) < *e)
+        })
+    }
+
     /// Waits until every index reached its mark, `wait` at most; whether they all did.
     async fn reached(marks: &Marks, wait: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            let behind = marks.iter().any(|(pos, end)| {
-                let at = pos();
-                end.iter().any(|(p, e)| at.get(p).copied().unwrap_or(0) < *e)
-            });
-            if !behind {
+            if !Self::behind(marks) {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -485,16 +563,34 @@ impl Standing {
         let each: Vec<(String, String)> = ids.iter().map(|id| (id.clone(), reason.to_string())).collect();
         let marks = self.index_marks().await;
         if Self::reached(&marks, INDEX_WAIT).await {
-            return Ok(self.evaluate_each(&each, Duration::ZERO).await?.0);
+            let out = self.evaluate_each(&each, Duration::ZERO).await?.0;
+            self.record(&out)?;
+            return Ok(out);
         }
         let new: Vec<(String, String)> = each.iter().filter(|(id, _)| !matches!(self.registry.latest(id), Some(Some(_)))).cloned().collect();
         let out = self.evaluate_each(&new, Duration::ZERO).await?.0;
-        self.answer_once_indexed(marks, each);
+        self.record(&out)?;
+        {
+            let mut owed = self.owed.lock().expect("owed lock");
+            owed.answered(&each, Some(marks), |r| r.to_string());
+            self.owed_now.store(owed.len() as i64, Relaxed);
+        }
+        self.work();
         Ok(out)
     }
 
+    /// Keeps these answers as the last published (the store a restart reads).
+    fn record(&self, outs: &[Output]) -> Result<(), StandingError> {
+        let mut batch = sled::Batch::default();
+        for o in outs {
+            batch.insert(o.key.as_bytes(), o.payload.clone());
+        }
+        Ok(self.store.apply_batch(batch)?)
+    }
+
     /// [`Self::evaluate`] with a reason per subscription (one retrieval batch), waiting `wait`
-    /// at most for the indexes; with the marks they had not reached when it answered.
+    /// at most for the indexes; with the marks they had not reached when it answered. The
+    /// answers that changed are returned, not yet recorded ([`Self::record`]).
     async fn evaluate_each(&self, each: &[(String, String)], wait: Duration) -> Result<(Vec<Output>, Option<Marks>), StandingError> {
         if each.is_empty() {
             return Ok((Vec::new(), None));
@@ -519,7 +615,6 @@ impl Standing {
         // what each answer depends on, read from the whole graph: the keys only match changes
         let g = self.graph.current();
         let mut out = Vec::new();
-        let mut batch = sled::Batch::default();
         for mut a in answers {
             let w = self.answerer.write(&a.question, &a.documents).await;
             crate::query::written_into(&mut a, w);
@@ -540,13 +635,11 @@ impl Standing {
             };
             if publish {
                 let payload = encode(&a);
-                batch.insert(id.as_bytes(), payload.clone());
                 let _ = self.registry.events.send(a);
                 self.published.fetch_add(1, Relaxed);
                 out.push(Output { topic: self.topics.answers.clone(), key: id, payload });
             }
         }
-        crate::runtime::blocking(|| self.store.apply_batch(batch))?;
         Ok((out, behind))
     }
 }
@@ -640,6 +733,17 @@ mod tests {
         // document names Warsaw, a fact of which died with it
         let gone = deleted(&mut g, "warsaw");
         assert_eq!(reached(&r, &g, &gone), ["husband", "river"]);
+        // the page of a name the question writes, of words many entities bear, which no
+        // entity bore before
+        let many: Vec<(String, String)> = (0..=COMMON_WORD_ENTITIES).map(|i| (format!("Prince Karl {i}"), format!("Bavaria Town {i}"))).collect();
+        let facts: Vec<(&str, &str, &str)> = many.iter().map(|(p, t)| (p.as_str(), "lived in", t.as_str())).collect();
+        apply(&mut g, &delta("princes", &facts));
+        let prince = answer("Where did the Prince of Bavaria live?", &[], &[], &[]);
+        r.put("prince", &prince.question, None, Reader::All, None);
+        r.inner.lock().unwrap().index("prince", answer_keys(&g, &prince));
+        let page = apply(&mut g, &delta("prince-of-bavaria", &[("Prince of Bavaria", "lived in", "Munich")]));
+        assert_eq!(reached(&r, &g, &page), ["prince"]);
+        r.remove("prince");
         // unsubscribed: nothing
         r.remove("husband");
         assert!(reached(&r, &g, &pierre).is_empty());

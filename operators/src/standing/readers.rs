@@ -112,16 +112,12 @@ impl ChangesWatcher {
         ChangesWatcher { standing, progress: Progress::at(from), batch: Self::BATCH }
     }
 
-    /// Most graph changes answered together by default: what has queued up, up to the node's
-    /// usual batch. Idle, a change is answered alone and at once; behind, the subscriptions
-    /// several changes reach are answered once for all of them (`bench subscriptions`, 2,000
-    /// queries, 300 documents at 100/s: 72.2 evaluations per document at 8, 34.0 at 64, 22.6
-    /// here; p99 226 s, 132 s, 96 s; p50 52 s, 61 s, 66 s).
+    /// Most graph changes read at once by default. Reading only owes the subscriptions they
+    /// reach an answer ([`Standing::changed`]); however the changes are read, a subscription
+    /// several changes reach before its turn is answered once for all of them.
     pub const BATCH: usize = 256;
 
-    /// Answers at most `n` graph changes together (default [`Self::BATCH`]): the
-    /// subscriptions several changes reach are answered once for all of them, but a batch's
-    /// answers go out when the whole batch is answered.
+    /// Reads at most `n` graph changes at once (default [`Self::BATCH`]).
     pub fn with_batch(mut self, n: Option<usize>) -> Self {
         self.batch = n.unwrap_or(Self::BATCH).max(1);
         self
