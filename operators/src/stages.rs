@@ -99,7 +99,7 @@ pub struct QueryConfig {
     pub retriever: RetrieverChoice,
     /// The LLM that writes answers; None: retrieval only.
     pub answer_llm: Option<LlmSettings>,
-    /// Most graph changes the standing queries answer together (None: the watcher's default).
+    /// Most graph changes the standing queries read at once (None: the watcher's default).
     pub standing_batch: Option<usize>,
 }
 

@@ -75,9 +75,9 @@ pub struct QuerySection {
     pub glm_batch: Option<usize>,
     /// The sentence encoder of the hybrid and dense retrievers (all-MiniLM-L6-v2 directory).
     pub sentence_model: Option<std::path::PathBuf>,
-    /// Most graph changes the standing queries answer together (default 256): larger batches
-    /// answer a subscription that several changes reach once for all of them, but publish
-    /// their first answers later.
+    /// Most graph changes the standing queries read at once (default 256). Reading only owes the
+    /// subscriptions a change reaches an answer; answers are made and published 16 at a time
+    /// whatever this is.
     pub standing_batch: Option<usize>,
     /// `[query.hybrid]`: the hybrid's weights by name (`HybridParams`' fields, as `eval --set`
     /// takes them); ignored by the other retrievers.
