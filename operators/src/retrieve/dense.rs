@@ -265,11 +265,12 @@ impl DenseIndex {
                 Some(pool) => pool.install(|| self.encoder.embed_vecs(&new))?,
                 None => self.encoder.embed_vecs(&new)?,
             };
+            let made: HashMap<&str, Vec<f32>> = new.into_iter().zip(vs).collect();
+            for (slot, q) in out.iter_mut().zip(qs).filter(|(slot, _)| slot.is_none()) {
+                *slot = made.get(*q).cloned();
+            }
             let mut kept = self.questions.lock().expect("question cache lock");
-            for (q, v) in new.iter().zip(vs) {
-                for (slot, _) in out.iter_mut().zip(qs).filter(|(slot, asked)| slot.is_none() && *asked == q) {
-                    *slot = Some(v.clone());
-                }
+            for (q, v) in made {
                 kept.put(q.to_string(), v);
             }
         }

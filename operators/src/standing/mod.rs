@@ -245,7 +245,8 @@ pub fn answer_keys(g: &GraphState, a: &Answer) -> Vec<String> {
     // change that names it reach the question (measured: bench subscriptions)
     keys.extend(a.documents.iter().map(|d| format!("d:{}", d.id)));
     let question = normalize(&a.question);
-    let asked: HashSet<&str> = words(&question).collect();
+    let ws: Vec<&str> = words(&question).collect();
+    let asked: HashSet<&str> = ws.iter().copied().collect();
     // the names the question writes always; the seeds its matched facts led to (a country, a
     // year) only where few documents name them, as the facts' ends below
     for s in &a.seeds {
@@ -270,7 +271,6 @@ pub fn answer_keys(g: &GraphState, a: &Answer) -> Vec<String> {
     }
     // a name of common words the question writes that no entity bears yet ("Prince Ferdinand
     // of Bavaria"): the page that brings it reaches the question when that entity appears
-    let ws: Vec<&str> = words(&question).collect();
     let content = |w: &str| !STOP.contains(&w);
     for i in (0..ws.len()).filter(|&i| content(ws[i])) {
         for j in (i + 1..ws.len().min(i + NAME_WORDS)).filter(|&j| content(ws[j])) {
@@ -398,18 +398,23 @@ impl Standing {
             return Ok(Vec::new());
         }
         let g = self.graph.current();
-        {
-            let mut owed = self.owed.lock().expect("owed lock");
-            for c in changes {
+        let reached: Vec<(String, Vec<String>)> = changes
+            .iter()
+            .map(|c| {
                 self.changes.fetch_add(1, Relaxed);
                 let what = match c.op {
                     streamrag_schemas::DocOp::Delete => "deleted",
                     streamrag_schemas::DocOp::Upsert => "changed",
                 };
-                let reason = format!("{what} {}", c.doc_id);
-                // a subscription owed already keeps the first change's reason
-                for id in self.registry.affected(&change_keys(&g, c)) {
-                    owed.reach(&id, &reason);
+                (format!("{what} {}", c.doc_id), self.registry.affected(&change_keys(&g, c)))
+            })
+            .collect();
+        {
+            let mut owed = self.owed.lock().expect("owed lock");
+            // a subscription owed already keeps the first change's reason
+            for (reason, ids) in &reached {
+                for id in ids {
+                    owed.reach(id, reason);
                 }
             }
             self.owed_now.store(owed.len() as i64, Relaxed);
@@ -445,7 +450,7 @@ impl Standing {
                 }
                 let job = {
                     let mut owed = me.owed.lock().expect("owed lock");
-                    let (quick, since) = owed.take_quick_since(CHUNK);
+                    let (quick, since) = owed.take_quick(CHUNK);
                     if !quick.is_empty() {
                         Job::Quick(quick, since)
                     } else if let Some((marks, since)) = owed.round() {
@@ -463,6 +468,7 @@ impl Standing {
                         break;
                     }
                 };
+                // `again`: made once more now the indexes have the change
                 let (each, wait, again) = match job {
                     Job::Wait => {
                         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -475,13 +481,13 @@ impl Standing {
                         continue;
                     }
                     // the indexes get QUICK_WAIT from the change, not from each few answers
-                    Job::Quick(each, since) => (each, QUICK_WAIT.saturating_sub(since.map_or(Duration::ZERO, |t| t.elapsed())), None),
-                    Job::Again(each) => (each, Duration::ZERO, Some(())),
+                    Job::Quick(each, since) => (each, QUICK_WAIT.saturating_sub(since.map_or(Duration::ZERO, |t| t.elapsed())), false),
+                    Job::Again(each) => (each, Duration::ZERO, true),
                 };
                 let outs = match me.evaluate_each(&each, wait).await {
                     Ok((outs, behind)) => {
                         // made again once the indexes had the change: final, whatever came since
-                        let behind = behind.filter(|_| again.is_none());
+                        let behind = behind.filter(|_| !again);
                         let mut owed = me.owed.lock().expect("owed lock");
                         owed.answered(&each, behind, |r| r.replacen("changed ", "indexed ", 1).replacen("deleted ", "indexed ", 1));
                         me.owed_now.store(owed.len() as i64, Relaxed);
@@ -503,7 +509,7 @@ impl Standing {
                     publishing = Some(tokio::spawn(async move {
                         if let Err(e) = me.transport.produce(&outs).await {
                             tracing::error!(error = %e, "standing queries: publishing answers failed; the next change answers again");
-                        } else if let Err(e) = me.record(&outs) {
+                        } else if let Err(e) = crate::runtime::blocking(|| me.record(&outs)) {
                             tracing::error!(error = %e, "standing queries: recording the published answers failed");
                         }
                     }));
@@ -564,12 +570,12 @@ impl Standing {
         let marks = self.index_marks().await;
         if Self::reached(&marks, INDEX_WAIT).await {
             let out = self.evaluate_each(&each, Duration::ZERO).await?.0;
-            self.record(&out)?;
+            crate::runtime::blocking(|| self.record(&out))?;
             return Ok(out);
         }
         let new: Vec<(String, String)> = each.iter().filter(|(id, _)| !matches!(self.registry.latest(id), Some(Some(_)))).cloned().collect();
         let out = self.evaluate_each(&new, Duration::ZERO).await?.0;
-        self.record(&out)?;
+        crate::runtime::blocking(|| self.record(&out))?;
         {
             let mut owed = self.owed.lock().expect("owed lock");
             owed.answered(&each, Some(marks), |r| r.to_string());

@@ -49,14 +49,9 @@ impl<M> Owed<M> {
         }
     }
 
-    /// The next `n` owed answers at most, first reached first, with their reasons.
-    #[cfg(test)]
-    pub fn take_quick(&mut self, n: usize) -> Vec<(String, String)> {
-        self.take_quick_since(n).0
-    }
-
-    /// [`Self::take_quick`], with when the first of them was reached.
-    pub fn take_quick_since(&mut self, n: usize) -> (Vec<(String, String)>, Option<Instant>) {
+    /// The next `n` owed answers at most, first reached first, with their reasons, and when
+    /// the first of them was reached.
+    pub fn take_quick(&mut self, n: usize) -> (Vec<(String, String)>, Option<Instant>) {
         let (mut out, mut first) = (Vec::new(), None);
         while out.len() < n {
             let Some(id) = self.quick.pop_front() else { break };
@@ -147,11 +142,11 @@ mod tests {
         o.reach("a", "changed d1");
         o.reach("b", "changed d2");
         assert_eq!(o.len(), 2);
-        let first = o.take_quick(1);
+        let first = o.take_quick(1).0;
         assert_eq!(first, [("b".to_string(), "changed d1".to_string())]);
         // reached again once taken: owed again, now for the newer change
         o.reach("b", "changed d3");
-        assert_eq!(o.take_quick(10), [("a".to_string(), "changed d1".to_string()), ("b".to_string(), "changed d3".to_string())]);
+        assert_eq!(o.take_quick(10).0, [("a".to_string(), "changed d1".to_string()), ("b".to_string(), "changed d3".to_string())]);
         assert!(o.is_empty());
     }
 
@@ -161,12 +156,12 @@ mod tests {
         let again = |r: &str| r.replacen("changed ", "indexed ", 1);
         o.reach("a", "changed d1");
         o.reach("b", "changed d1");
-        let each = o.take_quick(10);
+        let each = o.take_quick(10).0;
         o.answered(&each, Some(1), again);
         assert_eq!(o.round().map(|r| *r.0), Some(1));
         // b reached again and answered while the indexes are still behind: its round is the newer
         o.reach("b", "changed d2");
-        let each = o.take_quick(10);
+        let each = o.take_quick(10).0;
         o.answered(&each, Some(2), again);
         assert_eq!(o.take_round(10), [("a".to_string(), "indexed d1".to_string())]);
         assert_eq!(o.round().map(|r| *r.0), Some(2));
@@ -174,10 +169,10 @@ mod tests {
         assert!(o.round().is_none() && o.is_empty());
         // answered with the indexes caught up: the round that held it lets it go
         o.reach("c", "changed d3");
-        let each = o.take_quick(10);
+        let each = o.take_quick(10).0;
         o.answered(&each, Some(3), again);
         o.reach("c", "changed d4");
-        let each = o.take_quick(10);
+        let each = o.take_quick(10).0;
         o.answered(&each, None, again);
         assert!(o.round().is_none());
         assert!(o.is_empty(), "{}", o.len());
@@ -189,9 +184,9 @@ mod tests {
         o.reach("a", "changed d1");
         o.reach("b", "changed d1");
         o.forget("a");
-        assert_eq!(ids(&o.take_quick(10)), ["b"]);
+        assert_eq!(ids(&o.take_quick(10).0), ["b"]);
         o.reach("c", "changed d2");
-        let each = o.take_quick(10);
+        let each = o.take_quick(10).0;
         o.answered(&each, Some(1), |r| r.to_string());
         o.forget("c");
         assert!(o.take_round(10).is_empty());
