@@ -1,6 +1,8 @@
 //! The graph in memory, compact: entity, document and relation ids are interned to `u32`, a
-//! triple is three of those, support and mention lists are small vectors. About 150 bytes per
-//! triple instead of the ~4 KB of string-keyed persistent maps (`streamrag bench graph`).
+//! triple is three of those. What most entities and triples have only one or two of (supporting
+//! documents, mentions, neighbours, incident triples, entities per word) is kept inline, without
+//! an allocation of its own, and a document's names share one string (`streamrag bench graph`
+//! prints the resident bytes per triple).
 //!
 //! An entity's display name is the name used by the smallest (by id) document that mentions
 //! it, so it does not depend on arrival order: a rebuild from the documents alone, in any
@@ -9,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -101,11 +104,12 @@ struct Entity {
     id: Arc<str>,
     /// The document whose name for the entity is displayed (the smallest id).
     name_doc: Ix,
-    docs: Vec<Ix>,
-    /// Neighbour -> number of live triples between the two (a self-loop counts once).
-    adj: HashMap<Ix, u32>,
+    docs: SmallVec<[Ix; 2]>,
+    /// (neighbour, number of live triples between the two), sorted by neighbour (a self-loop
+    /// counts once).
+    adj: SmallVec<[(Ix, u32); 2]>,
     /// The live triples with this entity at either end (a self-loop once).
-    incident: Vec<TIx>,
+    incident: SmallVec<[TIx; 1]>,
     /// How many of the documents that mention it write its name in lower case, less how many
     /// write it with a capital ([`written_case`]): kept as documents come and go, so that
     /// retrieval can tell a concept from a named thing without reading every document's name.
@@ -128,10 +132,10 @@ struct Doc {
     title: Box<str>,
     /// The title normalised as entity ids are (kept: retrieval compares it per passage).
     title_key: Box<str>,
-    /// Sorted by entity index.
-    entities: Vec<(Ix, Box<str>)>,
+    /// The entities it mentions with the names it writes them by.
+    entities: Mentions,
     /// Sorted.
-    triples: Vec<TIx>,
+    triples: Box<[TIx]>,
     /// Sorted, as in [`DocEntry::links`].
     links: Vec<(Arc<str>, Arc<str>, u16)>,
     /// Its access labels, sorted (empty: public).
@@ -140,9 +144,115 @@ struct Doc {
 
 impl Doc {
     fn name_of(&self, e: Ix) -> Option<&str> {
-        self.entities.binary_search_by_key(&e, |x| x.0).ok().map(|i| &*self.entities[i].1)
+        self.entities.name_of(e)
     }
 }
+
+/// The entities one document mentions, sorted by slot, each with the name the document writes
+/// it by; the names are kept end to end in one string, not one allocation each.
+#[derive(Debug, Clone, Default)]
+struct Mentions {
+    /// (entity slot, where its name ends in `text`).
+    at: Box<[(Ix, u32)]>,
+    text: Box<str>,
+}
+
+impl Mentions {
+    /// From (slot, name) pairs sorted by slot.
+    fn new<'a>(list: impl Iterator<Item = (Ix, &'a str)>) -> Self {
+        let mut text = String::new();
+        let at = list
+            .map(|(e, n)| {
+                text.push_str(n);
+                (e, text.len() as u32)
+            })
+            .collect();
+        Mentions { at, text: text.into() }
+    }
+    fn name_at(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.at[i - 1].1 as usize };
+        &self.text[start..self.at[i].1 as usize]
+    }
+    fn name_of(&self, e: Ix) -> Option<&str> {
+        self.at.binary_search_by_key(&e, |x| x.0).ok().map(|i| self.name_at(i))
+    }
+    fn slots(&self) -> impl Iterator<Item = Ix> + '_ {
+        self.at.iter().map(|x| x.0)
+    }
+    fn iter(&self) -> impl Iterator<Item = (Ix, &str)> {
+        (0..self.at.len()).map(|i| (self.at[i].0, self.name_at(i)))
+    }
+}
+
+/// The entities whose name has one word: most words name one or two, kept inline; a common
+/// word's many in a set, so that adding or removing one stays O(1).
+#[derive(Debug, Clone)]
+enum WordEntities {
+    /// Sorted.
+    Few(SmallVec<[Ix; 2]>),
+    Many(HashSet<Ix>),
+}
+
+impl Default for WordEntities {
+    fn default() -> Self {
+        WordEntities::Few(SmallVec::new())
+    }
+}
+
+impl WordEntities {
+    /// Above this many a word's entities go into a set; at a quarter of it, back into a list.
+    const FEW: usize = 32;
+
+    fn insert(&mut self, e: Ix) {
+        match self {
+            WordEntities::Few(v) => {
+                if let Err(i) = v.binary_search(&e) {
+                    v.insert(i, e);
+                }
+                if v.len() > Self::FEW {
+                    *self = WordEntities::Many(v.iter().copied().collect());
+                }
+            }
+            WordEntities::Many(set) => {
+                set.insert(e);
+            }
+        }
+    }
+    fn remove(&mut self, e: Ix) {
+        match self {
+            WordEntities::Few(v) => {
+                if let Ok(i) = v.binary_search(&e) {
+                    v.remove(i);
+                }
+            }
+            WordEntities::Many(set) => {
+                set.remove(&e);
+                if set.len() <= Self::FEW / 4 {
+                    let mut v: SmallVec<[Ix; 2]> = set.iter().copied().collect();
+                    v.sort_unstable();
+                    *self = WordEntities::Few(v);
+                }
+            }
+        }
+    }
+    fn is_empty(&self) -> bool {
+        match self {
+            WordEntities::Few(v) => v.is_empty(),
+            WordEntities::Many(set) => set.is_empty(),
+        }
+    }
+    fn iter(&self) -> Box<dyn Iterator<Item = Ix> + '_> {
+        match self {
+            WordEntities::Few(v) => Box::new(v.iter().copied()),
+            WordEntities::Many(set) => Box::new(set.iter().copied()),
+        }
+    }
+}
+
+/// A triple's supporting documents: one document's slot kept in place (most triples), or with
+/// [`POOLED`] set, the index of the list in [`GraphState`]'s support pool.
+type Support = u32;
+const POOLED: u32 = 1 << 31;
 
 /// Interned strings with reusable slots.
 #[derive(Debug, Clone)]
@@ -203,9 +313,12 @@ pub struct GraphState {
     rel_ix: HashMap<Arc<str>, Ix>,
     rels: Vec<Arc<str>>,
     /// Triple -> supporting documents.
-    triples: HashMap<TIx, Vec<Ix>>,
+    triples: HashMap<TIx, Support>,
+    /// The support lists of triples with more than one document, and the free places in it.
+    pool: Vec<Vec<Ix>>,
+    pool_free: Vec<u32>,
     /// Normalised word -> entities whose (displayed) name contains it.
-    words: HashMap<Box<str>, HashSet<Ix>>,
+    words: HashMap<Box<str>, WordEntities>,
     /// `"topic/partition"` -> last applied offset.
     offsets: BTreeMap<String, i64>,
     /// Entity id -> (linked entity id, the document that carries the link, confidence in
@@ -252,7 +365,7 @@ impl<'g> EntityView<'g> {
     }
     /// The slots of its neighbours, with the number of live triples to each.
     pub fn neighbour_slots(&self) -> impl Iterator<Item = (u32, u32)> + 'g {
-        self.e().adj.iter().map(|(n, c)| (*n, *c))
+        self.e().adj.iter().copied()
     }
     /// How many neighbours it has.
     pub fn neighbour_count(&self) -> usize {
@@ -260,7 +373,8 @@ impl<'g> EntityView<'g> {
     }
     /// The number of live triples between it and the entity in `slot` (None: not neighbours).
     pub fn triples_with(&self, slot: u32) -> Option<u32> {
-        self.e().adj.get(&slot).copied()
+        let adj = &self.e().adj;
+        adj.binary_search_by_key(&slot, |x| x.0).ok().map(|i| adj[i].1)
     }
     /// The names the documents that mention it write it by, one per document.
     pub fn names(&self) -> impl Iterator<Item = &'g str> + 'g {
@@ -307,12 +421,12 @@ impl<'g> DocView<'g> {
     }
     /// The slots of the entities it mentions.
     pub fn entity_slots(&self) -> impl Iterator<Item = u32> + 'g {
-        self.d().entities.iter().map(|(e, _)| *e)
+        self.d().entities.slots()
     }
     /// (entity id, the name this document used).
     pub fn entities(&self) -> impl Iterator<Item = (&'g str, &'g str)> + 'g {
         let g = self.g;
-        self.d().entities.iter().map(move |(e, n)| (&*g.ents.at(*e).id, &**n))
+        self.d().entities.iter().map(move |(e, n)| (&*g.ents.at(e).id, n))
     }
     /// Its triples as (subject id, relation, object id).
     pub fn triples(&self) -> impl Iterator<Item = (&'g str, &'g str, &'g str)> + 'g {
@@ -467,12 +581,12 @@ impl GraphState {
             (Some(i), _) => i,
             (None, Some(e)) => {
                 let id: Arc<str> = Arc::from(doc_id);
-                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), title_key: normalize(&e.title).into(), entities: vec![], triples: vec![], links: vec![], access: Box::default() })
+                self.docs.insert(id.clone(), Doc { id, title: e.title.clone().into(), title_key: normalize(&e.title).into(), entities: Mentions::default(), triples: Box::default(), links: vec![], access: Box::default() })
             }
             (None, None) => unreachable!("handled above"),
         };
         // New entities first (so triples can reference them), with this document's names.
-        let mut new_ents: Vec<(Ix, Box<str>)> = Vec::new();
+        let mut new_ents: Vec<(Ix, &str)> = Vec::new();
         let mut new_triples: Vec<TIx> = Vec::new();
         if let Some(e) = &entry {
             for (id, name) in &e.entities {
@@ -480,12 +594,12 @@ impl GraphState {
                     Some(ix) => ix,
                     None => {
                         let a: Arc<str> = Arc::from(id.as_str());
-                        let ix = self.ents.insert(a.clone(), Entity { id: a, name_doc: d, docs: vec![], adj: HashMap::default(), incident: vec![], case: 0 });
+                        let ix = self.ents.insert(a.clone(), Entity { id: a, name_doc: d, docs: SmallVec::new(), adj: SmallVec::new(), incident: SmallVec::new(), case: 0 });
                         change.entities_added.push((id.clone(), name.clone()));
                         ix
                     }
                 };
-                new_ents.push((ix, name.as_str().into()));
+                new_ents.push((ix, name.as_str()));
             }
             new_ents.sort_unstable_by_key(|x| x.0);
             for (s, r, o) in &e.triples {
@@ -505,7 +619,7 @@ impl GraphState {
                 doc.title_key = normalize(&e.title).into();
                 doc.access = e.access.iter().map(|a| a.as_str().into()).collect();
             }
-            (std::mem::replace(&mut doc.entities, new_ents.clone()), std::mem::replace(&mut doc.triples, new_triples.clone()))
+            (std::mem::replace(&mut doc.entities, Mentions::new(new_ents.iter().copied())), std::mem::replace(&mut doc.triples, new_triples.as_slice().into()))
         };
         let new_links: Vec<(Arc<str>, Arc<str>, u16)> =
             entry.iter().flat_map(|e| e.links.iter()).map(|(a, b, c)| (Arc::from(a.as_str()), Arc::from(b.as_str()), *c)).collect();
@@ -516,7 +630,7 @@ impl GraphState {
         for l in new_links.iter().filter(|l| old_links.binary_search(l).is_err()) {
             self.synonym(l, d, true);
         }
-        let old_name_of = |e: Ix| old_ents.binary_search_by_key(&e, |x| x.0).ok().map(|i| old_ents[i].1.to_string());
+        let old_name_of = |e: Ix| old_ents.name_of(e).map(str::to_string);
         for t in old_triples.iter().filter(|t| new_triples.binary_search(t).is_err()) {
             self.unsupport(t, d, &mut change);
         }
@@ -524,7 +638,7 @@ impl GraphState {
             self.support(t, d, &mut change);
         }
         let new_ix: Vec<Ix> = new_ents.iter().map(|x| x.0).collect();
-        let old_ix: Vec<Ix> = old_ents.iter().map(|x| x.0).collect();
+        let old_ix: Vec<Ix> = old_ents.slots().collect();
         for &e in new_ix.iter().filter(|e| old_ix.binary_search(e).is_err()) {
             self.mention(e, d);
         }
@@ -532,7 +646,7 @@ impl GraphState {
         for &e in new_ix.iter().filter(|e| old_ix.binary_search(e).is_ok()) {
             // the case this document writes the name in may change with it (no name copied)
             let now = self.docs.at(d).name_of(e).map(written_case).unwrap_or(0);
-            let before = old_ents.binary_search_by_key(&e, |x| x.0).map_or(0, |i| written_case(&old_ents[i].1));
+            let before = old_ents.name_of(e).map_or(0, written_case);
             if now != before {
                 self.ents.at_mut(e).case += now - before;
             }
@@ -593,7 +707,7 @@ impl GraphState {
             if add {
                 self.words.entry(w.into()).or_default().insert(e);
             } else if let Some(v) = self.words.get_mut(w) {
-                v.remove(&e);
+                v.remove(e);
                 if v.is_empty() {
                     self.words.remove(w);
                 }
@@ -662,13 +776,16 @@ impl GraphState {
     fn bump_edge(&mut self, a: Ix, b: Ix, up: bool) {
         for (x, y) in [(a, b), (b, a)] {
             let adj = &mut self.ents.at_mut(x).adj;
-            if up {
-                *adj.entry(y).or_insert(0) += 1;
-            } else if let Some(c) = adj.get_mut(&y) {
-                *c -= 1;
-                if *c == 0 {
-                    adj.remove(&y);
+            match (adj.binary_search_by_key(&y, |n| n.0), up) {
+                (Ok(i), true) => adj[i].1 += 1,
+                (Err(i), true) => adj.insert(i, (y, 1)),
+                (Ok(i), false) => {
+                    adj[i].1 -= 1;
+                    if adj[i].1 == 0 {
+                        adj.remove(i);
+                    }
                 }
+                (Err(_), false) => {}
             }
             if a == b {
                 break;
@@ -690,24 +807,56 @@ impl GraphState {
     }
 
     fn support(&mut self, t: &TIx, d: Ix, change: &mut Change) {
-        let s = self.triples.entry(*t).or_default();
-        let new = s.is_empty();
-        s.push(d);
-        if new {
-            self.link(t, true);
-            change.asserted.push(self.triple_key(t));
+        match self.triples.get_mut(t) {
+            None => {
+                self.triples.insert(*t, d);
+                self.link(t, true);
+                change.asserted.push(self.triple_key(t));
+            }
+            Some(s) if *s & POOLED != 0 => self.pool[(*s & !POOLED) as usize].push(d),
+            Some(s) => {
+                let list = vec![*s, d];
+                let at = match self.pool_free.pop() {
+                    Some(i) => {
+                        self.pool[i as usize] = list;
+                        i
+                    }
+                    None => {
+                        self.pool.push(list);
+                        (self.pool.len() - 1) as u32
+                    }
+                };
+                *s = at | POOLED;
+            }
         }
     }
 
     fn unsupport(&mut self, t: &TIx, d: Ix, change: &mut Change) {
         let Some(s) = self.triples.get_mut(t) else { return };
-        if let Some(p) = s.iter().position(|x| *x == d) {
-            s.swap_remove(p);
-        }
-        if s.is_empty() {
+        if *s & POOLED != 0 {
+            let at = *s & !POOLED;
+            let list = &mut self.pool[at as usize];
+            if let Some(p) = list.iter().position(|x| *x == d) {
+                list.swap_remove(p);
+            }
+            if list.len() == 1 {
+                *s = list[0];
+                self.pool[at as usize] = Vec::new();
+                self.pool_free.push(at);
+            }
+        } else if *s == d {
             self.triples.remove(t);
             self.link(t, false);
             change.retracted.push(self.triple_key(t));
+        }
+    }
+
+    /// The supporting documents `s` stands for.
+    fn support_of<'g>(&'g self, s: &'g Support) -> &'g [Ix] {
+        if *s & POOLED != 0 {
+            &self.pool[(*s & !POOLED) as usize]
+        } else {
+            std::slice::from_ref(s)
         }
     }
 
@@ -750,16 +899,16 @@ impl GraphState {
         self.ents.iter().map(move |(ix, _)| EntityView { g: self, ix })
     }
     pub fn triples(&self) -> impl Iterator<Item = TripleView<'_>> {
-        self.triples.iter().map(move |(key, support)| TripleView { g: self, key, support })
+        self.triples.iter().map(move |(key, s)| TripleView { g: self, key, support: self.support_of(s) })
     }
     /// The triple's view, if it is live.
     pub fn triple(&self, s: &str, r: &str, o: &str) -> Option<TripleView<'_>> {
         let key = (self.ents.get(s)?, *self.rel_ix.get(r)?, self.ents.get(o)?);
-        self.triples.get_key_value(&key).map(|(key, support)| TripleView { g: self, key, support })
+        self.triples.get_key_value(&key).map(|(key, s)| TripleView { g: self, key, support: self.support_of(s) })
     }
     /// The entities connected to `id` by live triples, with the number of such triples.
     pub fn neighbours(&self, id: &str) -> impl Iterator<Item = (&str, u32)> {
-        self.ents.get(id).into_iter().flat_map(move |ix| self.ents.at(ix).adj.iter().map(move |(n, c)| (&*self.ents.at(*n).id, *c)))
+        self.ents.get(id).into_iter().flat_map(move |ix| self.ents.at(ix).adj.iter().map(move |&(n, c)| (&*self.ents.at(n).id, c)))
     }
     /// The live triples with `id` at either end, as (subject id, relation, object id), in no
     /// particular order.
@@ -768,7 +917,7 @@ impl GraphState {
     }
     /// Ids of the entities whose name contains the normalised word `w`.
     pub fn entities_with_word(&self, w: &str) -> Vec<&str> {
-        self.words.get(w).map(|v| v.iter().map(|e| &*self.ents.at(*e).id).collect()).unwrap_or_default()
+        self.words.get(w).map(|v| v.iter().map(|e| &*self.ents.at(e).id).collect()).unwrap_or_default()
     }
     /// Number of documents mentioning the entity (0 if it is not live).
     pub fn document_frequency(&self, id: &str) -> usize {
@@ -994,6 +1143,89 @@ mod tests {
         assert_eq!(g1.entity("a").unwrap().name(), "A in y");
         assert!(!g1.entities_with_word("x").contains(&"a"));
         assert!(g1.entities_with_word("y").contains(&"a"));
+    }
+
+    /// Everything a reader can see of a graph, in one comparable form: the digest's content
+    /// and what it leaves out (neighbours, incident triples, the word index, support order free).
+    fn observed(g: &GraphState) -> (GraphStats, Vec<String>) {
+        let mut seen = Vec::new();
+        for e in g.entities() {
+            let mut nb: Vec<_> = g.neighbours(e.id()).collect();
+            nb.sort();
+            let mut inc: Vec<_> = g.incident(e.id()).collect();
+            inc.sort();
+            // the neighbour counts are the incident triples counted per other end
+            let mut counted: BTreeMap<&str, u32> = BTreeMap::new();
+            for (s, _, o) in &inc {
+                *counted.entry(if *s == e.id() { o } else { s }).or_default() += 1;
+            }
+            assert_eq!(nb, counted.into_iter().collect::<Vec<_>>(), "neighbours of {} against its incident triples", e.id());
+            for w in words(&normalize(e.name())) {
+                assert!(g.entities_with_word(w).contains(&e.id()), "{} indexed by {w}", e.id());
+            }
+            seen.push(format!("{} {:?} {:?} {}", e.id(), nb, inc, e.neighbour_count()));
+        }
+        for t in g.triples() {
+            let mut docs: Vec<_> = t.support().collect();
+            docs.sort();
+            seen.push(format!("{:?} {docs:?}", t.key()));
+        }
+        let mut words_seen: Vec<String> = g.words.iter().map(|(w, v)| {
+            let mut ids: Vec<_> = v.iter().map(|e| &*g.ents.at(e).id).collect();
+            ids.sort();
+            format!("{w} {ids:?}")
+        }).collect();
+        seen.append(&mut words_seen);
+        seen.sort();
+        (g.stats(), seen)
+    }
+
+    #[test]
+    fn random_updates_and_deletes_leave_what_a_fresh_build_gives() {
+        // Few entities and relations, so that triples gain and lose several supporting
+        // documents, entities their neighbours, and words their entities, many times over.
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        // every subject's name has the word "in" ("E7 in d3"): its entities cross the line
+        // between an inline list and a set both ways
+        let mut ents: Vec<String> = (0..60).map(|i| format!("e{i}")).collect();
+        ents.extend(["new york", "york", "a b", "a"].map(String::from));
+        let mut g = GraphState::new();
+        let mut live: BTreeMap<String, GraphDelta> = BTreeMap::new();
+        let (mut many, mut back) = (false, false);
+        for step in 0..3000 {
+            let doc = format!("d{}", next(12));
+            if next(4) == 0 {
+                delete(&mut g, &doc);
+                live.remove(&doc);
+            } else {
+                let n = next(9) as usize;
+                let e = |k: u64| ents[k as usize].as_str();
+                let ts: Vec<(&str, &str, &str)> = (0..n).map(|_| (e(next(64)), ["r", "s", "t"][next(3) as usize], e(next(64)))).collect();
+                let d = delta(&doc, &ts);
+                apply(&mut g, &d);
+                live.insert(doc, d);
+            }
+            let is_set = matches!(g.words.get("in"), Some(WordEntities::Many(_)));
+            back |= many && !is_set;
+            many |= is_set;
+            if step % 50 == 49 {
+                let mut fresh = GraphState::new();
+                for d in live.values().rev() {
+                    apply(&mut fresh, d);
+                }
+                let (a, b) = (observed(&g), observed(&fresh));
+                assert_eq!(a.0.digest, b.0.digest, "step {step}");
+                assert_eq!(a.1, b.1, "step {step}");
+            }
+        }
+        assert!(g.pool.len() > 0, "some triple had several supporting documents");
+        assert!(many && back, "a word's entities went into a set and back");
     }
 
     #[test]

@@ -57,9 +57,18 @@ pub fn latency_line(s: &mut [f64]) -> String {
 
 /// Peak resident memory of this process (VmHWM), in MiB.
 pub fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// The memory resident now, in MiB (NaN where /proc cannot tell).
+pub fn rss_mib() -> f64 {
+    status_mib("VmRSS:")
+}
+
+fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)
 }
