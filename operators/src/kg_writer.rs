@@ -250,7 +250,7 @@ impl Operator for KgWriter {
                 }
                 doc_times.extend(d.source.timestamp_ms);
                 let entry = GraphState::entry_of(&d);
-                let change = next.apply(&d.doc_id, entry.clone(), &mut dirty);
+                let change = next.apply(&d.doc_id, entry.as_ref(), &mut dirty);
                 steps.push(Step::Apply(d.doc_id.clone(), entry));
                 match (change, &self.store) {
                     (Some(c), Some(_)) if !c.is_empty() => {
@@ -330,7 +330,7 @@ mod tests {
         let mut g = GraphState::new();
         let mut d = Dirty::default();
         for (i, x) in ds.iter().enumerate() {
-            g.apply(&x.doc_id, GraphState::entry_of(x), &mut d);
+            g.apply(&x.doc_id, GraphState::entry_of(x).as_ref(), &mut d);
             g.set_offset(topic, 0, i as i64, &mut d);
         }
         g

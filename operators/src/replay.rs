@@ -78,7 +78,7 @@ pub async fn catch_up(
             out.records += 1;
             match decode::<GraphDelta>(&r.payload) {
                 Ok(d) if !d.doc_id.trim().is_empty() => {
-                    g.apply(&d.doc_id, GraphState::entry_of(&d), &mut scratch);
+                    g.apply(&d.doc_id, GraphState::entry_of(&d).as_ref(), &mut scratch);
                     out.applied += 1;
                 }
                 _ => out.skipped_bad += 1,

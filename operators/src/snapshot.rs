@@ -418,7 +418,7 @@ pub fn read(dir: &Path, progress: &mut dyn Progress) -> Result<(GraphState, Mani
     ids.sort_unstable();
     for id in ids {
         let entry = docs.remove(&id).expect("listed");
-        g.apply(&id, Some(entry), &mut scratch);
+        g.apply(&id, Some(&entry), &mut scratch);
     }
     for (k, v) in &m.offsets {
         g.restore_offset(k.clone(), *v);
@@ -453,11 +453,11 @@ mod tests {
     fn write_then_read_gives_an_equal_graph() {
         let mut g = GraphState::new();
         let mut d = Dirty::default();
-        g.apply("d1", Some(entry("One", &[("a", "r", "b"), ("b", "r", "c")])), &mut d);
+        g.apply("d1", Some(&entry("One", &[("a", "r", "b"), ("b", "r", "c")])), &mut d);
         let mut two = entry("Two", &[("a", "r", "b"), ("a", "s", "a")]);
         two.links.insert(("a".into(), "c".into(), 873));
-        g.apply("d2", Some(two), &mut d);
-        g.apply("d3", Some(entry("Three", &[])), &mut d);
+        g.apply("d2", Some(&two), &mut d);
+        g.apply("d3", Some(&entry("Three", &[])), &mut d);
         g.set_offset("deltas", 0, 41, &mut d);
         let dir = tempfile::tempdir().unwrap();
         let snap = dir.path().join("s");
@@ -481,12 +481,12 @@ mod tests {
     fn periodic_snapshots_resolve_to_the_latest_and_a_corrupt_one_is_refused() {
         let mut g = GraphState::new();
         let mut d = Dirty::default();
-        g.apply("d1", Some(entry("One", &[("a", "r", "b")])), &mut d);
+        g.apply("d1", Some(&entry("One", &[("a", "r", "b")])), &mut d);
         let root = tempfile::tempdir().unwrap();
         assert!(resolve(root.path()).unwrap().is_none());
         let (first, _) = write_periodic(&g, root.path(), &mut NoProgress).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(2));
-        g.apply("d2", Some(entry("Two", &[("c", "r", "b")])), &mut d);
+        g.apply("d2", Some(&entry("Two", &[("c", "r", "b")])), &mut d);
         let (second, _) = write_periodic(&g, root.path(), &mut NoProgress).unwrap();
         assert_ne!(first, second);
         prune(root.path(), 1).unwrap();

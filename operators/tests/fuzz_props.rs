@@ -58,7 +58,7 @@ fn through_the_pipeline(doc: &Document) {
     if let Ok(ex) = rt.block_on(extraction_of(doc, source, &Extractor::Builtin)) {
         let delta = streamrag_operators::resolve::resolve(&ex);
         let mut g = GraphState::new();
-        g.apply(&delta.doc_id, GraphState::entry_of(&delta), &mut Dirty::default());
+        g.apply(&delta.doc_id, GraphState::entry_of(&delta).as_ref(), &mut Dirty::default());
         let _ = g.stats();
         let _ = retrieve::Retriever::Ppr(Default::default()).retrieve(&g, &doc.title, 5);
     }

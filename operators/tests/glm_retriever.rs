@@ -37,7 +37,7 @@ fn graph() -> GraphState {
             }
             e.triples.insert((s.to_lowercase(), r.to_string(), o.to_lowercase()));
         }
-        g.apply(id, Some(e), &mut Dirty::default());
+        g.apply(id, Some(&e), &mut Dirty::default());
     }
     g
 }

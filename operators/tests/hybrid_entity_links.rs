@@ -75,7 +75,7 @@ fn hybrid_resolved(dir: &std::path::Path, docs: Vec<(String, String, String)>, m
             }
             None => streamrag_operators::resolve::resolve(&ex),
         };
-        if let Some(c) = g.apply(&d.doc_id, GraphState::entry_of(&d), &mut Dirty::default()) {
+        if let Some(c) = g.apply(&d.doc_id, GraphState::entry_of(&d).as_ref(), &mut Dirty::default()) {
             changes.push((id.clone(), c));
         }
     }

@@ -169,7 +169,7 @@ pub fn expected(docs: &[Document]) -> GraphStats {
         let source = SourceRef { topic: "x".into(), partition: 0, offset: i as i64, timestamp_ms: None };
         let ex = rt.block_on(extraction_of(d, source, &Extractor::Builtin)).unwrap();
         let delta = streamrag_operators::resolve::resolve(&ex);
-        g.apply(&delta.doc_id, GraphState::entry_of(&delta), &mut Dirty::default());
+        g.apply(&delta.doc_id, GraphState::entry_of(&delta).as_ref(), &mut Dirty::default());
     }
     g.stats()
 }

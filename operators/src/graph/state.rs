@@ -564,9 +564,9 @@ impl GraphState {
 
     /// Replaces what `doc_id` supports by `entry` (None: deletes the document) and returns
     /// what changed in the graph; None when the document already had exactly this content.
-    pub fn apply(&mut self, doc_id: &str, entry: Option<DocEntry>, dirty: &mut Dirty) -> Option<Change> {
+    pub fn apply(&mut self, doc_id: &str, entry: Option<&DocEntry>, dirty: &mut Dirty) -> Option<Change> {
         let old_ix = self.docs.get(doc_id);
-        if let (Some(i), Some(e)) = (old_ix, &entry) {
+        if let (Some(i), Some(e)) = (old_ix, entry) {
             if (DocView { g: self, ix: i }).to_entry() == *e {
                 return None;
             }
@@ -577,7 +577,7 @@ impl GraphState {
         let mut change = Change::default();
         // The document slot: kept through the update (its index is referenced by support
         // lists), created for a new document, freed after a deletion.
-        let d = match (old_ix, &entry) {
+        let d = match (old_ix, entry) {
             (Some(i), _) => i,
             (None, Some(e)) => {
                 let id: Arc<str> = Arc::from(doc_id);
@@ -588,7 +588,7 @@ impl GraphState {
         // New entities first (so triples can reference them), with this document's names.
         let mut new_ents: Vec<(Ix, &str)> = Vec::new();
         let mut new_triples: Vec<TIx> = Vec::new();
-        if let Some(e) = &entry {
+        if let Some(e) = entry {
             for (id, name) in &e.entities {
                 let ix = match self.ents.get(id) {
                     Some(ix) => ix,
@@ -614,7 +614,7 @@ impl GraphState {
         // slot held (nothing for a new document) is the old content, sorted like the new.
         let (old_ents, old_triples) = {
             let doc = self.docs.at_mut(d);
-            if let Some(e) = &entry {
+            if let Some(e) = entry {
                 doc.title = e.title.clone().into();
                 doc.title_key = normalize(&e.title).into();
                 doc.access = e.access.iter().map(|a| a.as_str().into()).collect();
@@ -1023,7 +1023,7 @@ mod tests {
     }
 
     fn apply(g: &mut GraphState, d: &GraphDelta) -> Option<Change> {
-        g.apply(&d.doc_id, GraphState::entry_of(d), &mut Dirty::default())
+        g.apply(&d.doc_id, GraphState::entry_of(d).as_ref(), &mut Dirty::default())
     }
 
     fn delete(g: &mut GraphState, doc: &str) -> Option<Change> {

@@ -83,7 +83,7 @@ impl GraphStore {
             let doc = String::from_utf8_lossy(&k[2..]).into_owned();
             let entry: DocEntry = serde_json::from_slice(&v)
                 .map_err(|e| StoreError::Corrupt { key: format!("d/{doc}"), reason: e.to_string() })?;
-            g.apply(&doc, Some(entry), &mut scratch);
+            g.apply(&doc, Some(&entry), &mut scratch);
         }
         for item in self.tree.scan_prefix([b'o', 0]) {
             let (k, v) = item?;
@@ -199,8 +199,8 @@ mod tests {
         let store = GraphStore::open(dir.path()).unwrap();
         let mut g = GraphState::new();
         let mut dirty = Dirty::default();
-        g.apply("d1", Some(entry(&[("a", "b"), ("b", "c")])), &mut dirty);
-        g.apply("d2", Some(entry(&[("a", "b")])), &mut dirty);
+        g.apply("d1", Some(&entry(&[("a", "b"), ("b", "c")])), &mut dirty);
+        g.apply("d2", Some(&entry(&[("a", "b")])), &mut dirty);
         g.set_offset("deltas", 0, 1, &mut dirty);
         let out = Output { topic: "changes".into(), key: "d1".into(), payload: b"{}".to_vec() };
         store.persist(&g, &dirty, &[(7, out.clone())]).unwrap();

@@ -28,7 +28,7 @@ impl Step {
     pub fn apply(self, g: &mut GraphState, dirty: &mut Dirty) {
         match self {
             Step::Apply(doc, entry) => {
-                g.apply(&doc, entry, dirty);
+                g.apply(&doc, entry.as_ref(), dirty);
             }
             Step::Offset(t, p, o) => g.set_offset(&t, p, o, dirty),
         }
@@ -202,7 +202,7 @@ pub fn build(live: &GraphState, reader: &Reader) -> GraphState {
     g.mark_view();
     let mut scratch = Dirty::default();
     for d in live.docs().filter(|d| reader.may_read(d.access())) {
-        g.apply(d.id(), Some(d.to_entry()), &mut scratch);
+        g.apply(d.id(), Some(&d.to_entry()), &mut scratch);
     }
     for (key, offset) in live.offsets() {
         g.restore_offset(key.clone(), *offset);

@@ -330,7 +330,7 @@ mod tests {
                 source: SourceRef { topic: "docs".into(), partition: 0, offset: i as i64, timestamp_ms: None },
             };
             let d = resolve(&ex);
-            g.apply(&d.doc_id, GraphState::entry_of(&d), &mut Dirty::default());
+            g.apply(&d.doc_id, GraphState::entry_of(&d).as_ref(), &mut Dirty::default());
         }
         g
     }

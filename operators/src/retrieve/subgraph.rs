@@ -123,7 +123,7 @@ mod tests {
                 triples: [(s.to_string(), r.to_string(), o.to_string())].into_iter().collect(),
                 ..Default::default()
             };
-            g.apply(&format!("d{i}"), Some(e), &mut Dirty::default());
+            g.apply(&format!("d{i}"), Some(&e), &mut Dirty::default());
         }
         g
     }

@@ -680,7 +680,7 @@ mod tests {
 
     /// Applies a delta and gives the change the kg-writer would publish.
     fn apply(g: &mut GraphState, d: &GraphDelta) -> GraphChange {
-        let c = g.apply(&d.doc_id, GraphState::entry_of(d), &mut Dirty::default()).expect("a change");
+        let c = g.apply(&d.doc_id, GraphState::entry_of(d).as_ref(), &mut Dirty::default()).expect("a change");
         change_message(g, d, d.source.clone(), &c)
     }
 

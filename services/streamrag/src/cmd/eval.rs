@@ -128,7 +128,7 @@ fn access_bench(node: &Node, r: &Retriever, questions: &[&Question]) -> Result<s
     for id in &hidden {
         let mut e = g.doc(id).expect("listed").to_entry();
         e.access.insert("hidden".into());
-        labelled.apply(id, Some(e), &mut Dirty::default());
+        labelled.apply(id, Some(&e), &mut Dirty::default());
     }
     let t = Instant::now();
     let view = view_of(&labelled, &Reader::Labels(Default::default()));
