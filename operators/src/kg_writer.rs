@@ -21,13 +21,15 @@ use crate::runtime::{Consumed, Operator, Outcome, StartFrom};
 use crate::stages::{BuildError, Shared, SnapshotConfig};
 use crate::transport::{Output, Record};
 
-/// The live graph: an immutable version that queries take (an `Arc` clone; the lock is held
-/// only for that clone or a pointer swap, never while a query or a write runs) and the writer
-/// replaces after each batch.
+/// The live graph: one copy, which queries take as an immutable version (an `Arc` clone; the
+/// lock is held only for that clone) and the writer changes in place once no query holds it.
 ///
-/// The writer keeps two copies (left-right): it applies a batch to the spare copy, swaps it in,
-/// and keeps the version it replaced as the next spare, replaying that batch onto it once no
-/// query holds it any more. Memory is two compact graphs; no full copy is made per batch.
+/// The writer takes the lock, so that new queries wait, and waits up to [`HOLD_WAIT`] for the
+/// queries that hold the current version to let go of it; then it applies its batch in place
+/// and lets them in again. A query that holds its version longer than that (a snapshot being
+/// written, a long batch of evaluations) keeps it: the writer then copies the graph, outside the
+/// lock, and installs the copy with the batch applied, so two graphs live only until that
+/// query drops its version. Memory is one graph; each batch is applied once.
 ///
 /// Readers restricted by access labels read a view of it: the graph their documents alone
 /// build ([`Views`]), kept up to date from the same steps.
@@ -59,7 +61,33 @@ impl LiveGraph {
     /// Installs `g`, made from the current version by `steps`, and returns the version it
     /// replaced.
     pub fn swap_with(&self, g: Arc<GraphState>, steps: &[Step]) -> Arc<GraphState> {
-        self.0.views.record(steps, || std::mem::replace(&mut *self.0.current.write().unwrap(), g))
+        self.0.views.record(|| (std::mem::replace(&mut *self.0.current.write().unwrap(), g), steps.to_vec()))
+    }
+    /// Applies `f` to the current version (see [`LiveGraph`]): in place when no query holds
+    /// it within [`HOLD_WAIT`], else to a copy that replaces it. `f` returns what it made and
+    /// the steps it applied, for the access views.
+    pub fn update<T>(&self, f: impl FnOnce(&mut GraphState) -> (T, Vec<Step>)) -> T {
+        self.0.views.record(|| {
+            let mut cur = self.0.current.write().unwrap();
+            let deadline = std::time::Instant::now() + HOLD_WAIT;
+            while Arc::strong_count(&cur) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            if let Some(g) = Arc::get_mut(&mut cur) {
+                return f(g);
+            }
+            // Held: queries may go on reading the current version while it is copied; the
+            // writer is the only one to change it, so nothing is lost in between.
+            let held = cur.clone();
+            drop(cur);
+            let t = std::time::Instant::now();
+            let mut g = (*held).clone();
+            drop(held);
+            tracing::info!(seconds = t.elapsed().as_secs_f64(), "a query held the live graph past the writer's wait; the writer copied it");
+            let out = f(&mut g);
+            *self.0.current.write().unwrap() = Arc::new(g);
+            out
+        })
     }
     /// How many access views are kept now.
     pub fn views(&self) -> usize {
@@ -67,9 +95,9 @@ impl LiveGraph {
     }
 }
 
-/// How long the writer waits for queries to let go of the spare copy before it copies the
-/// current version instead.
-const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long the writer waits for the queries that hold the live graph to let go of it (new
+/// ones wait meanwhile) before it copies the graph instead of changing it in place.
+pub const HOLD_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub struct KgWriter {
     pub topics: Topics,
@@ -80,13 +108,11 @@ pub struct KgWriter {
     pub applied: watch::Sender<usize>,
     next_seq: u64,
     in_flight: Vec<u64>,
-    /// The version before the current one, and the steps that turn it into the current one.
-    spare: Option<(Arc<GraphState>, Vec<Step>)>,
 }
 
 impl KgWriter {
     pub fn new(topics: Topics, graph: LiveGraph, store: Option<GraphStore>, applied: watch::Sender<usize>) -> Self {
-        KgWriter { topics, graph, store, applied, next_seq: 0, in_flight: Vec::new(), spare: None }
+        KgWriter { topics, graph, store, applied, next_seq: 0, in_flight: Vec::new() }
     }
 
     /// The kg-writer: the graph store under the data directory, loaded into the live graph the
@@ -129,36 +155,6 @@ impl KgWriter {
         let g = LiveGraph::new(state);
         shared.graph = Some(g.clone());
         Ok(KgWriter::new(shared.topics.clone(), g, None, shared.applied.clone()))
-    }
-}
-
-impl KgWriter {
-    /// A private copy equal to the current version: the spare caught up, or a full copy when
-    /// there is no spare yet or a query still holds it.
-    async fn writable(&mut self) -> GraphState {
-        if let Some((mut old, steps)) = self.spare.take() {
-            let deadline = tokio::time::Instant::now() + SPARE_WAIT;
-            loop {
-                match Arc::try_unwrap(old) {
-                    Ok(mut g) => {
-                        let mut scratch = Dirty::default();
-                        for step in steps {
-                            step.apply(&mut g, &mut scratch);
-                        }
-                        return g;
-                    }
-                    Err(still_shared) if tokio::time::Instant::now() < deadline => {
-                        old = still_shared;
-                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-                    }
-                    Err(_) => {
-                        tracing::debug!("a reader holds the spare graph copy; copying the current version");
-                        break;
-                    }
-                }
-            }
-        }
-        (*self.graph.current()).clone()
     }
 }
 
@@ -233,58 +229,63 @@ impl Operator for KgWriter {
     }
 
     async fn process_batch(&mut self, batch: &[Record]) -> Result<Vec<Outcome>, StageFault> {
-        let mut next = self.writable().await;
-        let mut steps = Vec::with_capacity(batch.len() * 2);
         let mut dirty = Dirty::default();
-        let mut outcomes = Vec::with_capacity(batch.len());
         let mut outbox = Vec::new();
         let mut doc_times = Vec::new();
-        for r in batch {
-            if next.already_applied(&r.topic, r.partition, r.offset) {
-                outcomes.push(Ok(vec![]));
-                continue;
-            }
-            let outcome = decode::<GraphDelta>(&r.payload).map_err(StageError::from).and_then(|d| {
-                if d.doc_id.trim().is_empty() {
-                    return Err(StageError::user("graph delta has an empty doc_id"));
+        let (topics, publishes, next_seq) = (&self.topics, self.store.is_some(), &mut self.next_seq);
+        let outcomes = self.graph.update(|next| {
+            let mut steps = Vec::with_capacity(batch.len() * 2);
+            let mut outcomes = Vec::with_capacity(batch.len());
+            for r in batch {
+                if next.already_applied(&r.topic, r.partition, r.offset) {
+                    outcomes.push(Ok(vec![]));
+                    continue;
                 }
-                doc_times.extend(d.source.timestamp_ms);
-                let entry = GraphState::entry_of(&d);
-                let change = next.apply(&d.doc_id, entry.as_ref(), &mut dirty);
-                steps.push(Step::Apply(d.doc_id.clone(), entry));
-                match (change, &self.store) {
-                    (Some(c), Some(_)) if !c.is_empty() => {
-                        let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset, timestamp_ms: d.source.timestamp_ms };
-                        let msg = change_message(&next, &d, source, &c);
-                        let out = Output { topic: self.topics.graph_changes.clone(), key: d.doc_id.clone(), payload: encode(&msg) };
-                        outbox.push((self.next_seq, out.clone()));
-                        self.next_seq += 1;
-                        Ok(vec![out])
+                let outcome = decode::<GraphDelta>(&r.payload).map_err(StageError::from).and_then(|d| {
+                    if d.doc_id.trim().is_empty() {
+                        return Err(StageError::user("graph delta has an empty doc_id"));
                     }
-                    _ => Ok(vec![]),
-                }
-            });
-            steps.push(Step::Offset(r.topic.clone(), r.partition, r.offset));
-            // A bad record is consumed too: its offset moves with the batch.
-            next.set_offset(&r.topic, r.partition, r.offset, &mut dirty);
-            outcomes.push(outcome);
-        }
-        if let Some(store) = &self.store {
-            store.persist(&next, &dirty, &outbox)?;
-        }
-        // The runtime publishes the changes with the batch's outputs; after_commit then clears
-        // them from the outbox.
-        self.in_flight.extend(outbox.iter().map(|(s, _)| *s));
-        let docs = next.document_count();
-        crate::metrics::global().graph_documents.store(docs as i64, std::sync::atomic::Ordering::Relaxed);
-        let old = self.graph.swap_with(Arc::new(next), &steps);
+                    doc_times.extend(d.source.timestamp_ms);
+                    let entry = GraphState::entry_of(&d);
+                    let change = next.apply(&d.doc_id, entry.as_ref(), &mut dirty);
+                    steps.push(Step::Apply(d.doc_id.clone(), entry));
+                    match change {
+                        Some(c) if publishes && !c.is_empty() => {
+                            let source = SourceRef { topic: r.topic.clone(), partition: r.partition, offset: r.offset, timestamp_ms: d.source.timestamp_ms };
+                            let msg = change_message(next, &d, source, &c);
+                            let out = Output { topic: topics.graph_changes.clone(), key: d.doc_id.clone(), payload: encode(&msg) };
+                            outbox.push((*next_seq, out.clone()));
+                            *next_seq += 1;
+                            Ok(vec![out])
+                        }
+                        _ => Ok(vec![]),
+                    }
+                });
+                steps.push(Step::Offset(r.topic.clone(), r.partition, r.offset));
+                // A bad record is consumed too: its offset moves with the batch.
+                next.set_offset(&r.topic, r.partition, r.offset, &mut dirty);
+                outcomes.push(outcome);
+            }
+            (outcomes, steps)
+        });
         // Queryable from here: the freshness clock of each document in the batch stops.
         let now = crate::transport::now_ms();
         let h = crate::metrics::global().freshness(if self.store.is_some() { "writer" } else { "replica" });
         for t in doc_times.into_iter().filter(|&t| t > 0) {
             h.observe((now - t) as f64 / 1e3);
         }
-        self.spare = Some((old, steps));
+        let g = self.graph.current();
+        // Durable from here, and only then published (the runtime publishes the changes with
+        // the batch's outputs; after_commit then clears them from the outbox). A failed write
+        // stops the stage, and the node with it: the graph is loaded again from the store and
+        // the batch read again from its offsets there.
+        if let Some(store) = &self.store {
+            store.persist(&g, &dirty, &outbox)?;
+        }
+        self.in_flight.extend(outbox.iter().map(|(s, _)| *s));
+        let docs = g.document_count();
+        drop(g);
+        crate::metrics::global().graph_documents.store(docs as i64, std::sync::atomic::Ordering::Relaxed);
         self.applied.send_replace(docs);
         Ok(outcomes)
     }
@@ -355,13 +356,17 @@ mod tests {
         for (i, b) in batches.iter().enumerate() {
             let recs = records(all.len() as i64, b);
             all.extend(b.iter().cloned());
+            let before = Arc::as_ptr(&live.current());
+            let held_now = held.as_ref().is_some_and(|(g, _)| Arc::as_ptr(g) == before);
             let outcomes = w.process_batch(&recs).await.unwrap();
+            // one copy: a version no query holds is changed in place, a held one is not
+            assert_eq!(Arc::as_ptr(&live.current()) == before, !held_now, "batch {i} in place");
             assert!(outcomes.iter().all(|o| o.is_ok()));
             w.after_commit(&recs);
             assert_eq!(live.current().stats().digest, oracle(&all, &topic).stats().digest, "after batch {i}");
             match i {
                 // a query takes version 0 and keeps it through the next two batches: the
-                // writer may not reuse it as its spare copy
+                // writer may not change it in place
                 0 => held = Some((live.current(), live.current().stats())),
                 2 => {
                     let (g, before) = held.take().unwrap();

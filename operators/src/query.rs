@@ -63,10 +63,14 @@ pub fn answer_batch(g: &GraphState, retriever: &Retriever, qs: &[Query]) -> Resu
     Ok(qs.iter().zip(rs).map(|(q, r)| answer_of(g, retriever, q, r, ms)).collect())
 }
 
+/// At most this many questions are retrieved from one version of the live graph.
+const HOLD_BATCH: usize = 32;
+
 /// Answers queries each on the graph its asker may read ([`Query::access`]): one batch per
-/// set of labels, on that labels' view of one version of `live`; then drops any document whose
-/// passage the docs topic has since given labels the asker may not read (a relabelled document,
-/// before the graph has it), so that new text is never read under old labels.
+/// set of labels, on that labels' view of `live` ([`HOLD_BATCH`] questions per version); then
+/// drops any document whose passage the docs topic has since given labels the asker may not
+/// read (a relabelled document, before the graph has it), so that new text is never read under
+/// old labels.
 pub fn answer_batch_as(live: &LiveGraph, retriever: &Retriever, passages: &Passages, qs: &[Query]) -> Result<Vec<Answer>, RetrieveError> {
     let readers: Vec<Reader> = qs.iter().map(|q| Reader::of(q.access.as_deref())).collect();
     let mut groups: Vec<(&Reader, Vec<usize>)> = Vec::new();
@@ -78,13 +82,17 @@ pub fn answer_batch_as(live: &LiveGraph, retriever: &Retriever, passages: &Passa
     }
     let mut out: Vec<Option<Answer>> = vec![None; qs.len()];
     for (reader, ix) in groups {
-        let g = live.current_for(reader);
-        let batch: Vec<Query> = ix.iter().map(|&i| qs[i].clone()).collect();
-        for (i, mut a) in ix.into_iter().zip(answer_batch(&g, retriever, &batch)?) {
-            if !reader.is_all() {
-                a.documents.retain(|d| passages.may_read(&d.id, reader));
+        // the graph taken afresh for each few questions: a version held for a long batch would
+        // make the writer copy the graph (see LiveGraph)
+        for ix in ix.chunks(HOLD_BATCH) {
+            let g = live.current_for(reader);
+            let batch: Vec<Query> = ix.iter().map(|&i| qs[i].clone()).collect();
+            for (&i, mut a) in ix.iter().zip(answer_batch(&g, retriever, &batch)?) {
+                if !reader.is_all() {
+                    a.documents.retain(|d| passages.may_read(&d.id, reader));
+                }
+                out[i] = Some(a);
             }
-            out[i] = Some(a);
         }
     }
     Ok(out.into_iter().map(|a| a.expect("one answer per query")).collect())

@@ -90,16 +90,16 @@ pub struct Views {
 impl Views {
     /// Installs the live graph's next version (`install`, run under this lock, so that no view
     /// is built from a version the log has not caught up with) and records the steps that
-    /// made it. The lock order is always this one, then the live graph's.
-    pub fn record<T>(&self, steps: &[Step], install: impl FnOnce() -> T) -> T {
+    /// made it, which `install` returns. The lock order is always this one, then the live graph's.
+    pub fn record<T>(&self, install: impl FnOnce() -> (T, Vec<Step>)) -> T {
         let mut inner = self.inner.lock().expect("views lock");
-        let out = install();
+        let (out, steps) = install();
         inner.seq += steps.len() as u64;
         if inner.views.is_empty() && inner.building == 0 {
             inner.log.clear();
             return out;
         }
-        inner.log.extend(steps.iter().cloned());
+        inner.log.extend(steps);
         let over = inner.log.len().saturating_sub(MAX_LOG);
         inner.log.drain(..over);
         out

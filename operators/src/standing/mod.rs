@@ -618,14 +618,15 @@ impl Standing {
             }
         };
         self.evaluations.fetch_add(answers.len() as i64, Relaxed);
-        // what each answer depends on, read from the whole graph: the keys only match changes
-        let g = self.graph.current();
         let mut out = Vec::new();
         for mut a in answers {
             let w = self.answerer.write(&a.question, &a.documents).await;
             crate::query::written_into(&mut a, w);
             a.reason = reasons.get(a.query_id.as_str()).map(|r| r.to_string());
-            let keys = answer_keys(&g, &a);
+            // what the answer depends on, read from the whole graph (the keys only match
+            // changes), taken after the answer is written: a version held across the LLM's
+            // time would make the writer copy the graph (see LiveGraph)
+            let keys = answer_keys(&self.graph.current(), &a);
             let id = a.query_id.clone();
             let publish = {
                 let mut inner = self.registry.inner.lock().expect("registry lock");
