@@ -45,13 +45,20 @@ fn word(rng: &mut Lcg, syllables: usize) -> String {
     c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
 }
 
+/// A name not yet used. Where the names `make` gives are nearly used up (a corpus of 100,000
+/// documents needs more cities than there are 3-syllable names), each 64 tries in a row that
+/// collide add a syllable, instead of looping for ever.
 fn unique(rng: &mut Lcg, seen: &mut HashSet<String>, make: impl Fn(&mut Lcg) -> String) -> String {
-    loop {
-        let n = make(rng);
+    for tries in 0usize.. {
+        let mut n = make(rng);
+        for _ in 0..tries / 64 {
+            n.push_str(SYL[rng.below(SYL.len())]);
+        }
         if seen.insert(n.to_lowercase()) {
             return n;
         }
     }
+    unreachable!("the tries never end")
 }
 
 /// `n_docs` documents (films 45%, people 30%, cities 20%, countries 5%) and questions.
@@ -163,6 +170,16 @@ mod tests {
             }
         }
         assert_ne!(corpus(200, 8).0, a);
+    }
+
+    #[test]
+    fn a_corpus_past_its_short_names_is_made_with_longer_ones() {
+        // 3,000 countries and 12,000 cities share the 13,824 three-syllable names: the loop
+        // for an unused name never ended before
+        let (a, _) = corpus(60_000, 1);
+        assert_eq!(a.len(), 60_000);
+        let titles: HashSet<String> = a.iter().map(|d| d.title.to_lowercase()).collect();
+        assert_eq!(titles.len(), 60_000, "every document has a title of its own");
     }
 
     #[test]
