@@ -58,11 +58,6 @@ impl LiveGraph {
         }
         self.0.views.view(reader, || self.current())
     }
-    /// Installs `g`, made from the current version by `steps`, and returns the version it
-    /// replaced.
-    pub fn swap_with(&self, g: Arc<GraphState>, steps: &[Step]) -> Arc<GraphState> {
-        self.0.views.record(|| (std::mem::replace(&mut *self.0.current.write().unwrap(), g), steps.to_vec()))
-    }
     /// Applies `f` to the current version (see [`LiveGraph`]): in place when no query holds
     /// it within [`HOLD_WAIT`], else to a copy that replaces it. `f` returns what it made and
     /// the steps it applied, for the access views.

@@ -236,17 +236,18 @@ proptest! {
                 }
             }
             DocSink::commit(bm25.as_ref(), &[(0, offset + ops.len() as i64)].into()).unwrap();
-            let mut next = (*live.current()).clone();
-            let mut steps = Vec::new();
-            for op in ops {
-                let s = step(op, offset);
-                s.clone().apply(&mut next, &mut Dirty::default());
-                steps.push(s);
-                next.set_offset("deltas", 0, offset, &mut Dirty::default());
-                steps.push(Step::Offset("deltas".into(), 0, offset));
-                offset += 1;
-            }
-            live.swap_with(Arc::new(next), &steps);
+            live.update(|next| {
+                let mut steps = Vec::new();
+                for op in ops {
+                    let s = step(op, offset);
+                    s.clone().apply(next, &mut Dirty::default());
+                    steps.push(s);
+                    next.set_offset("deltas", 0, offset, &mut Dirty::default());
+                    steps.push(Step::Offset("deltas".into(), 0, offset));
+                    offset += 1;
+                }
+                ((), steps)
+            });
             // some readers ask between batches (their views then catch up), others only at the
             // end; each keeps its last view, as a query in flight would, so the next catch-up
             // goes through the spare copy or a fresh one
@@ -298,10 +299,11 @@ fn a_relabelled_document_leaves_the_old_labels_view_and_reaches_the_new() {
         labels,
     };
     let apply = |op: Op, offset: i64| {
-        let mut next = (*live.current()).clone();
         let s = step(&op, offset);
-        s.clone().apply(&mut next, &mut Dirty::default());
-        live.swap_with(Arc::new(next), &[s]);
+        live.update(|next| {
+            s.clone().apply(next, &mut Dirty::default());
+            ((), vec![s])
+        });
     };
     let a = Reader::of(Some(&["team-a".to_string()]));
     let b = Reader::of(Some(&["team-b".to_string()]));
@@ -341,9 +343,10 @@ fn views_asked_for_while_the_writer_applies_equal_a_fresh_build() {
             for i in 0..400usize {
                 let op = if i % 7 == 6 { Op::Delete(i % 6) } else { Op::Put(Doc { id: i % 6, a: i % NAMES.len(), says: [(i % SAYS.len(), (i / 3) % NAMES.len()), ((i / 2) % SAYS.len(), (i / 5) % NAMES.len())], labels: (i / 6) % LABELS.len() }) };
                 let st = step(&op, i as i64);
-                let mut next = (*live.current()).clone();
-                st.clone().apply(&mut next, &mut Dirty::default());
-                live.swap_with(Arc::new(next), &[st]);
+                live.update(|next| {
+                    st.clone().apply(next, &mut Dirty::default());
+                    ((), vec![st])
+                });
             }
             done.store(true, std::sync::atomic::Ordering::SeqCst);
         });
