@@ -331,7 +331,7 @@ impl HybridParams {
             "fact_per_name" => self.fact_per_name = num(key, value)?,
             "walk" => self.walk = value.parse().map_err(|_| format!("walk: true or false, not {value}"))?,
             "passage_weight" => self.passage_weight = num(key, value)?,
-            "reset_absolute" => self.reset_absolute = num(key, value)?,
+            "reset_absolute" => self.reset_absolute = value.parse().map_err(|_| format!("reset_absolute: true or false, not {value}"))?,
             "title_weight" => self.title_weight = num(key, value)?,
             "damping" => self.damping = num(key, value)?,
             "iterations" => self.iterations = num(key, value)?,
