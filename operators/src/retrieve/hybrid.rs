@@ -236,6 +236,37 @@ pub struct HybridParams {
     pub fuse_bm25: f64,
     /// Weight of dense's ranking in the final fusion (0: off).
     pub fuse_dense: f64,
+    /// How each signal's candidate scores are scaled to [0, 1] before the prior sums them
+    /// (see [`PriorScale`]).
+    pub prior_scale: PriorScale,
+}
+
+/// How the prior scales BM25's and dense's candidate scores before summing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriorScale {
+    /// `best`: BM25 over its best score, dense from its worst candidate to its best (the
+    /// hybrid's scaling before 2026-12-07). BM25's candidates keep most of their score
+    /// (a runner-up at 0.8 of the best stays at 0.8) while dense's are spread over [0, 1], so a
+    /// hair between two cosines outweighs a clear lead in BM25.
+    Best,
+    /// `range`: each signal from its worst candidate to its best.
+    Range,
+    /// `mean`: each signal from the mean of its candidates to its best, those below the mean at
+    /// 0. A signal whose best stands far above the rest keeps that lead; one whose candidates
+    /// score alike (a question the signal cannot tell apart) spreads little.
+    Mean,
+}
+
+impl std::str::FromStr for PriorScale {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "best" => Ok(PriorScale::Best),
+            "range" => Ok(PriorScale::Range),
+            "mean" => Ok(PriorScale::Mean),
+            _ => Err(format!("prior_scale: best, range or mean, not {s}")),
+        }
+    }
 }
 
 impl Default for HybridParams {
@@ -295,6 +326,7 @@ impl Default for HybridParams {
             fuse_k: 60.0,
             fuse_bm25: 0.0,
             fuse_dense: 0.0,
+            prior_scale: PriorScale::Range,
         }
     }
 }
@@ -360,6 +392,7 @@ impl HybridParams {
             "fuse_k" => self.fuse_k = num(key, value)?,
             "fuse_bm25" => self.fuse_bm25 = num(key, value)?,
             "fuse_dense" => self.fuse_dense = num(key, value)?,
+            "prior_scale" => self.prior_scale = value.parse()?,
             _ => return Err(format!("no hybrid parameter {key}")),
         }
         Ok(())
@@ -399,6 +432,7 @@ impl HybridParams {
             ("without facts per name", with(&|p| p.fact_per_name = 0)),
             ("without passages in the walk", with(&|p| p.passage_weight = 0.0)),
             ("without the absolute restart", with(&|p| p.reset_absolute = false)),
+            ("without the common scaling (BM25 from 0)", with(&|p| p.prior_scale = PriorScale::Best)),
             ("without the name guard", with(&|p| p.unnamed_mix = 0.0)),
             ("without the walk (prior only)", with(&|p| p.walk = false)),
             ("without the final rank fusion", with(&|p| {
@@ -697,23 +731,19 @@ impl Hybrid {
         let candidates = super::view_fetch(g, p.candidates);
         if p.bm25 > 0.0 {
             let hits = readable(self.bm25.search(searcher, q, candidates)?);
-            let max = hits.first().map(|h| h.score).unwrap_or(0.0);
-            if max > 0.0 {
-                for h in hits {
-                    *prior.entry(h.id.clone()).or_default() += p.bm25 * h.score / max;
-                    bm25.push(h.id);
+            if hits.first().is_some_and(|h| h.score > 0.0) {
+                for (h, x) in hits.iter().zip(scaled(&hits.iter().map(|h| h.score).collect::<Vec<_>>(), p.prior_scale, true, p.candidates)) {
+                    *prior.entry(h.id.clone()).or_default() += p.bm25 * x;
                 }
+                bm25 = hits.into_iter().map(|h| h.id).collect();
             }
         }
         if let (Some(d), Some(qv), true) = (&self.dense, qv, p.dense > 0.0) {
             let hits = readable(d.nearest(qv, candidates));
-            if let (Some(hi), Some(lo)) = (hits.first().map(|h| h.score), hits.last().map(|h| h.score)) {
-                let span = (hi - lo).max(1e-9);
-                for h in hits {
-                    *prior.entry(h.id.clone()).or_default() += p.dense * (h.score - lo) / span;
-                    dense.push(h.id);
-                }
+            for (h, x) in hits.iter().zip(scaled(&hits.iter().map(|h| h.score).collect::<Vec<_>>(), p.prior_scale, false, p.candidates)) {
+                *prior.entry(h.id.clone()).or_default() += p.dense * x;
             }
+            dense = hits.into_iter().map(|h| h.id).collect();
         }
         Ok(Prior { scores: prior, bm25, dense })
     }
@@ -1216,6 +1246,28 @@ fn walk<'g>(g: &'g GraphState, p: &HybridParams, ent_reset: &HashMap<&'g str, f6
     }
 }
 
+/// One signal's candidate scores, best first, scaled to [0, 1] as `scale` says, over a pool of
+/// `pool` candidates. `zero_outside`: the signal scores 0 where it found nothing (BM25), so
+/// when it found fewer than `pool`, the rest of the pool is at 0: its floor is 0 (a small
+/// corpus, or a rare word, keeps every match). Under [`PriorScale::Best`] such a signal is
+/// always scaled from 0.
+/// A signal whose candidates all score alike gives each of them 1, when it found anything.
+fn scaled(scores: &[f64], scale: PriorScale, zero_outside: bool, pool: usize) -> Vec<f64> {
+    let (Some(&hi), Some(&lo)) = (scores.first(), scores.last()) else { return vec![] };
+    let short = zero_outside && scores.len() < pool;
+    let floor = match scale {
+        PriorScale::Best if zero_outside => 0.0,
+        _ if short && scale != PriorScale::Mean => 0.0,
+        PriorScale::Best | PriorScale::Range => lo,
+        PriorScale::Mean => scores.iter().sum::<f64>() / if short { pool } else { scores.len() } as f64,
+    };
+    let span = hi - floor;
+    if span.is_nan() || span <= 0.0 {
+        return scores.iter().map(|_| if zero_outside && hi <= 0.0 { 0.0 } else { 1.0 }).collect();
+    }
+    scores.iter().map(|x| ((x - floor) / span).max(0.0)).collect()
+}
+
 /// The edges between the walk's entities `ents` (`ent_node`: a graph slot's node, or
 /// `u32::MAX`), weighted by their triples. An entity with more than `hub_above` neighbours (a
 /// hub the prior's passages brought in) is asked about each of `ents` instead of going through
@@ -1357,7 +1409,7 @@ fn evidence(g: &GraphState, docs: &[ScoredDocument], facts: &[((&str, &str, &str
 
 #[cfg(test)]
 mod tests {
-    use super::{capitalised_words, name_groups, pagerank, walk, Csr, HashMap, HybridParams};
+    use super::{capitalised_words, name_groups, pagerank, scaled, walk, Csr, HashMap, HybridParams, PriorScale};
     use crate::graph::{DocEntry, Dirty, GraphState};
 
     /// A document naming `ents`, with a triple from the first to each other.
@@ -1368,6 +1420,52 @@ mod tests {
             triples: ents[1..].iter().map(|e| (ents[0].to_string(), "met".to_string(), e.to_string())).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn each_signal_scaled_from_its_mean_lets_the_sharper_one_decide() {
+        // BM25 finds one passage far above the rest; dense ranks it second, a hair below
+        // another, with every cosine close (MiniLM's usual spread)
+        let bm25 = [10.0, 8.0, 7.8, 7.7, 7.6, 7.5];
+        let dense = [0.62, 0.60, 0.58, 0.57, 0.56, 0.555];
+        // passage a: BM25's first, dense's second; passage b: dense's first, BM25's second
+        let fused = |scale: PriorScale| {
+            let (b, d) = (scaled(&bm25, scale, true, 6), scaled(&dense, scale, false, 6));
+            (b[0] + d[1], b[1] + d[0])
+        };
+        // BM25 from 0 and dense from its worst: BM25's lead is squeezed into [0.75, 1] while
+        // dense's is stretched over [0, 1], and dense's first wins
+        let (a, b) = fused(PriorScale::Best);
+        assert!(b > a, "{a} {b}");
+        // both from worst to best, or both from their mean: BM25's clear lead decides
+        for scale in [PriorScale::Range, PriorScale::Mean] {
+            let (a, b) = fused(scale);
+            assert!(a > b, "{scale:?}: {a} {b}");
+        }
+        // from the mean: below it a candidate gets nothing, the best gets 1
+        let m = scaled(&bm25, PriorScale::Mean, true, 6);
+        assert_eq!(m[0], 1.0);
+        assert!(m[1] == 0.0 && m[5] == 0.0, "{m:?}");
+        assert!(scaled(&dense, PriorScale::Mean, false, 6)[1] > 0.0);
+        // BM25 finding fewer than the pool: the rest of the pool scores 0, and every match
+        // keeps some of its score (from 0 under range; from a mean with the zeros in it)
+        let few = [3.0, 2.0, 1.0];
+        assert_eq!(scaled(&few, PriorScale::Range, true, 100), vec![1.0, 2.0 / 3.0, 1.0 / 3.0]);
+        assert!(scaled(&few, PriorScale::Mean, true, 100).iter().all(|x| *x > 0.0));
+        assert_eq!(scaled(&few, PriorScale::Range, true, 3)[2], 0.0);
+        // dense always has a score: its worst candidate is its floor
+        assert_eq!(scaled(&[0.6, 0.5, 0.4], PriorScale::Range, false, 100)[2], 0.0);
+        // a signal whose candidates all score alike counts each in full; BM25 matching nothing
+        // counts none
+        assert_eq!(scaled(&[0.5, 0.5], PriorScale::Mean, false, 2), vec![1.0, 1.0]);
+        assert_eq!(scaled(&[0.0, 0.0], PriorScale::Best, true, 2), vec![0.0, 0.0]);
+        assert!(scaled(&[], PriorScale::Mean, true, 2).is_empty());
+        // read by name, with a clear error
+        assert_eq!("range".parse::<PriorScale>(), Ok(PriorScale::Range));
+        let mut p = HybridParams::default();
+        assert_eq!(p.set("prior_scale", "2"), Err("prior_scale: best, range or mean, not 2".to_string()));
+        p.set("prior_scale", "best").unwrap();
+        assert_eq!(p.prior_scale, PriorScale::Best);
     }
 
     #[test]

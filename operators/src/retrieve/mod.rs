@@ -43,7 +43,7 @@ pub use bm25::Bm25Index;
 pub use dense::DenseIndex;
 pub use facts::{FactVectors, FactsReader};
 pub use glm::GlmRetriever;
-pub use hybrid::{Hybrid, HybridParams};
+pub use hybrid::{Hybrid, HybridParams, PriorScale};
 pub use ppr::PprParams;
 
 use crate::passages::DocSink;
@@ -471,11 +471,11 @@ mod tests {
         assert!(!got.triples.is_empty(), "{got:?}");
         // each part can be switched off, and the walk alone differs from the prior alone
         let abl = h.params.ablations();
-        assert_eq!(abl.len(), 19, "the rank fusion is off by default: no row for it");
+        assert_eq!(abl.len(), 20, "the rank fusion is off by default: no row for it");
         assert!(abl.iter().all(|(_, p)| *p != h.params));
         let mut fused = h.params.clone();
         fused.set("fuse_bm25", "1").unwrap();
-        assert_eq!(fused.ablations().len(), 20);
+        assert_eq!(fused.ablations().len(), 21);
         let prior_only = abl.iter().find(|(n, _)| n.contains("prior only")).unwrap().1.clone();
         let prior_only = Retriever::Hybrid(Arc::new(Hybrid { params: prior_only, ..h.clone() }));
         assert!(!prior_only.retrieve(&g, "Which river flows through the city where Marie Curie was born?", 3).unwrap().documents.is_empty());
