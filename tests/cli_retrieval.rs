@@ -171,3 +171,73 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     assert_eq!(a.documents.len(), 5, "{a:?}");
     assert!(a.documents.iter().any(|x| qs[20].gold.contains(&x.id)), "{a:?} gold {:?}", qs[20].gold);
 }
+
+/// Runs the binary; (success, stdout, stderr).
+fn run_bin(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(bin()).args(args).env("STREAMRAG_LOG", "warn").output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn train_on_questions_the_graph_poses_itself_from_a_nodes_data_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    std::fs::create_dir(&ds).unwrap();
+    let (_, n_questions) = dataset(&ds);
+    let (ds_s, m) = (ds.to_str().unwrap(), minilm());
+    let m_s = m.to_str().unwrap();
+    // a node's data directory holding the corpus (what a deployment has: no dataset, no labels)
+    let data = tmp.path().join("node");
+    let data_s = data.to_str().unwrap();
+    streamrag(&["eval", "--dataset", ds_s, "--questions", "0..1", "--retriever", "ppr", "--data", data_s]);
+
+    let ck = tmp.path().join("ck");
+    let ck_s = ck.to_str().unwrap();
+    let train = |extra: &[&str]| {
+        let mut a = vec!["train", "--self-made", "20", "--data", data_s, "--indexed", "--out", ck_s, "--epochs", "1", "--max-triplets", "40", "--backbone", m_s, "--question-model", m_s];
+        a.extend_from_slice(extra);
+        let (ok, out, err) = run_bin(&a);
+        assert!(ok, "{a:?}: {err}");
+        (out, err)
+    };
+    let (_, err) = train(&["--max-steps", "2"]);
+    let made = err.lines().find(|l| l.contains("self-made questions:")).unwrap_or_else(|| panic!("{err}"));
+    let n_made: u64 = made.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(n_made >= 10, "the graph poses most of what was asked: {made}");
+    // "20 self-made questions: 8 facts, 8 two-hop, 4 comparisons (...)": every kind posed
+    for kind in ["facts", "two-hop", "comparisons"] {
+        let before = &made[..made.find(&format!(" {kind}")).unwrap_or_else(|| panic!("{made}"))];
+        let n: u64 = before.rsplit([' ', ':']).next().unwrap().parse().unwrap();
+        assert!(n > 0, "{kind} posed: {made}");
+    }
+    let g = read(&ck.join("glm.json"));
+    assert_eq!(g["training"]["questions"], "self-made 20 (seed 0)", "{g}");
+    assert_eq!(g["training"]["dataset"], data_s, "the node's directory is the source: {g}");
+    assert_eq!(g["training"]["steps"].as_u64(), Some(2), "{g}");
+    // resumed to the end of the epoch on the same questions
+    let (out, _) = train(&[]);
+    let g = read(&ck.join("glm.json"));
+    assert_eq!(g["training"]["epochs_done"], 1, "{g}");
+    assert!(g["training"]["examples"].as_u64().unwrap() >= 8, "{g}");
+    assert!(out.contains("trained self-made 20 (seed 0)"), "{out}");
+    // another seed is another run: refused in the same directory
+    let (ok, _, err) = run_bin(&["train", "--self-made", "20", "--self-seed", "3", "--data", data_s, "--indexed", "--out", ck_s, "--backbone", m_s, "--question-model", m_s]);
+    assert!(!ok && err.contains("self-made 20 (seed 3)"), "{err}");
+    // the checkpoint answers through eval
+    let report = tmp.path().join("glm.json");
+    streamrag(&["eval", "--dataset", ds_s, "--questions", "12..", "--retriever", "glm", "--checkpoint", ck_s, "--data", data_s, "--indexed", "--report", report.to_str().unwrap()]);
+    assert_eq!(read(&report)["n"].as_u64(), Some((n_questions - 12) as u64));
+
+    // labelled questions mixed in; the dataset's other questions are held out
+    let ck2 = tmp.path().join("ck2");
+    let (ok, _, err) = run_bin(&["train", "--dataset", ds_s, "--questions", "0..12", "--self-made", "20", "--data", data_s, "--indexed", "--out", ck2.to_str().unwrap(), "--max-triplets", "40", "--max-steps", "1", "--backbone", m_s, "--question-model", m_s]);
+    assert!(ok, "{err}");
+    assert!(err.contains(&format!("({} dataset questions held out)", n_questions - 12)), "{err}");
+    assert_eq!(read(&ck2.join("glm.json"))["training"]["questions"], "0..12 + self-made 20 (seed 0)");
+
+    // bad input: a clear error, not a panic
+    let (ok, _, err) = run_bin(&["train", "--self-made", "20", "--out", ck_s]);
+    assert!(!ok && err.contains("--data DIR --indexed"), "{err}");
+    let (ok, _, err) = run_bin(&["train", "--out", ck_s]);
+    assert!(!ok && err.contains("--dataset"), "neither labels nor self-made questions: {err}");
+}

@@ -24,6 +24,7 @@ pub mod hybrid;
 pub mod ppr;
 pub mod rank;
 pub mod seeds;
+pub mod selfmade;
 pub mod subgraph;
 pub mod train;
 

@@ -1,11 +1,15 @@
 //! `streamrag train`: a dataset's corpus through the pipeline, then the GLM fitted on its
-//! labelled questions over the graph it built ([`streamrag_operators::retrieve::train`]).
+//! labelled questions over the graph it built ([`streamrag_operators::retrieve::train`]); or,
+//! with `--self-made N`, on questions the graph poses itself
+//! ([`streamrag_operators::retrieve::selfmade`]), from a node's own data directory with no
+//! dataset at all, labelled questions mixed in when a dataset gives them.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use streamrag_operators::retrieve::selfmade::{self_made, SelfMadeOptions};
 use streamrag_operators::retrieve::train::{train, TrainOptions};
 use streamrag_operators::retrieve::RetrieverChoice;
 
@@ -16,11 +20,22 @@ use crate::progress::Bar;
 
 #[derive(Args)]
 pub struct TrainArgs {
+    /// A dataset in the 2Wiki layout: its corpus is ingested (unless --indexed) and its
+    /// questions --questions are the labelled ones. Without it: --self-made on the graph of
+    /// --data (with --indexed).
+    #[arg(long, required_unless_present = "self_made")]
+    pub dataset: Option<PathBuf>,
+    /// Labelled training question indices A..B (B exclusive) of --dataset.
+    #[arg(long, requires = "dataset", required_unless_present = "self_made")]
+    pub questions: Option<String>,
+    /// Also train on this many questions the graph poses itself (masked facts, two-hop chains,
+    /// comparisons, each with the documents stating its facts): no labels needed. The dataset's
+    /// questions outside --questions are held out: a self-made question with one's gold is dropped.
     #[arg(long)]
-    pub dataset: PathBuf,
-    /// Training question indices A..B (B exclusive).
-    #[arg(long)]
-    pub questions: String,
+    pub self_made: Option<usize>,
+    /// Which facts the self-made questions ask about (the same seed, the same questions).
+    #[arg(long, default_value_t = 0)]
+    pub self_seed: u64,
     /// Checkpoint directory; when it holds a checkpoint of the same run, training resumes.
     #[arg(long)]
     pub out: PathBuf,
@@ -69,11 +84,15 @@ pub async fn run(a: TrainArgs) -> Result<()> {
     if !backbone.join("config.json").is_file() {
         bail!("no backbone at {} (config.json, model.safetensors, tokenizer.json): run scripts/fetch-models.sh or pass --backbone DIR", backbone.display());
     }
-    let range = parse_range(&a.questions)?;
-    let ds = Dataset::load(&a.dataset)?;
-    let questions: Vec<&Question> = ds.select(&range);
-    if questions.is_empty() {
-        bail!("no training questions with gold passages in {range:?}");
+    let ds = match &a.dataset {
+        Some(d) => Dataset::load(d)?,
+        None if a.data.is_some() && a.indexed => Dataset { corpus: Vec::new(), questions: Vec::new() },
+        None => bail!("--self-made without --dataset trains on a node's own graph: give its directory with --data DIR --indexed"),
+    };
+    let range = a.questions.as_deref().map(parse_range).transpose()?;
+    let questions: Vec<&Question> = range.as_ref().map(|r| ds.select(r)).unwrap_or_default();
+    if let (Some(r), true) = (&range, questions.is_empty()) {
+        bail!("no training questions with gold passages in {r:?}");
     }
     let (node, tasks, dir, temp, index_s) = index_corpus(&ds, a.data.as_deref(), RetrieverChoice::Ppr, Default::default(), None, !a.indexed).await?;
     let g = node.graph.as_ref().expect("kg-writer runs").current();
@@ -81,10 +100,29 @@ pub async fn run(a: TrainArgs) -> Result<()> {
     if temp {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    eprintln!("indexed {} passages in {index_s:.1}s: {} entities, {} triples", ds.corpus.len(), g.entity_count(), g.triple_count());
+    eprintln!("indexed {} passages in {index_s:.1}s: {} entities, {} triples", g.document_count(), g.entity_count(), g.triple_count());
+    let mut labelled: Vec<(String, HashSet<String>)> = questions.iter().map(|q| (q.text.clone(), q.gold.iter().cloned().collect())).collect();
+    // what the checkpoint records as its training questions (a resumed run must ask the same)
+    let mut asked: Vec<String> = range.iter().map(|r| format!("{}..{}", r.start, r.end.min(ds.questions.len()))).collect();
+    if let Some(n) = a.self_made {
+        // every dataset question not trained on is an evaluation question: its gold is held out
+        let held: Vec<BTreeSet<String>> = ds.questions.iter().enumerate().filter(|(i, _)| !range.as_ref().is_some_and(|r| r.contains(i))).map(|(_, q)| q.gold.iter().cloned().collect()).collect();
+        let made = self_made(&g, &SelfMadeOptions { count: n, seed: a.self_seed, ..SelfMadeOptions::default() }, &held);
+        let count = |k: &str| made.iter().filter(|q| q.kind.name() == k).count();
+        eprintln!("{} self-made questions: {} facts, {} two-hop, {} comparisons ({} dataset questions held out)", made.len(), count("fact"), count("two-hop"), count("comparison"), held.len());
+        for q in made.iter().take(6) {
+            eprintln!("  {}: {} -> {}", q.kind.name(), q.question, q.gold.join(", "));
+        }
+        if made.is_empty() {
+            bail!("the graph poses no question: it has no fact that few documents state between two entities that are not hubs");
+        }
+        labelled.extend(made.into_iter().map(|q| (q.question, q.gold.into_iter().collect())));
+        asked.push(format!("self-made {n} (seed {})", a.self_seed));
+    }
+    let source = a.dataset.as_ref().unwrap_or(&dir).display().to_string();
     let o = TrainOptions {
-        dataset: a.dataset.display().to_string(),
-        questions: format!("{}..{}", range.start, range.end.min(ds.questions.len())),
+        dataset: source,
+        questions: asked.join(" + "),
         out: a.out,
         backbone,
         question_model,
@@ -98,7 +136,6 @@ pub async fn run(a: TrainArgs) -> Result<()> {
         device: parse_device(&a.device)?,
         max_steps: a.max_steps,
     };
-    let labelled: Vec<(String, HashSet<String>)> = questions.iter().map(|q| (q.text.clone(), q.gold.iter().cloned().collect())).collect();
     let t = tokio::task::spawn_blocking(move || train(&g, &labelled, &o, &mut Bar::counting("items")).map(|t| (t, o.out))).await??;
     let (t, out) = t;
     if !t.stopped_early {
