@@ -241,3 +241,36 @@ fn train_on_questions_the_graph_poses_itself_from_a_nodes_data_directory() {
     let (ok, _, err) = run_bin(&["train", "--out", ck_s]);
     assert!(!ok && err.contains("--dataset"), "neither labels nor self-made questions: {err}");
 }
+
+#[test]
+fn adapt_fine_tunes_the_sentence_encoder_on_the_graphs_own_questions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    std::fs::create_dir(&ds).unwrap();
+    let (_, n_questions) = dataset(&ds);
+    let (ds_s, m) = (ds.to_str().unwrap(), minilm());
+    let m_s = m.to_str().unwrap();
+    let data = tmp.path().join("node");
+    let data_s = data.to_str().unwrap();
+    let out = tmp.path().join("adapted");
+    let out_s = out.to_str().unwrap();
+    // the corpus ingested by adapt itself, then the graph's own questions
+    let (ok, stdout, err) = run_bin(&["adapt", "--dataset", ds_s, "--data", data_s, "--self-made", "40", "--out", out_s, "--model", m_s, "--batch-size", "8"]);
+    assert!(ok, "{err}");
+    let pairs_line = err.lines().find(|l| l.contains("(question, passage) pairs")).unwrap_or_else(|| panic!("{err}"));
+    assert!(stdout.contains("adapted ") && stdout.contains(&format!("--sentence-model {out_s}")), "{stdout}");
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        assert!(out.join(f).exists(), "{f}: {pairs_line}");
+    }
+    // the adapted encoder serves the dense retriever like the original
+    let report = tmp.path().join("dense.json");
+    streamrag(&["eval", "--dataset", ds_s, "--questions", "12..", "--retriever", "dense", "--sentence-model", out_s, "--report", report.to_str().unwrap()]);
+    let r = read(&report);
+    assert_eq!(r["n"].as_u64(), Some((n_questions - 12) as u64));
+    assert!(r["recall@5"].as_f64().unwrap() >= 40.0, "{}", r["recall@5"]);
+    // bad input: a clear error
+    let (ok, _, err) = run_bin(&["adapt", "--data", data_s, "--out", out_s]);
+    assert!(!ok && err.contains("--dataset"), "no corpus: {err}");
+    let (ok, _, err) = run_bin(&["adapt", "--data", data_s, "--indexed", "--out", out_s, "--model", m_s, "--batch-size", "1"]);
+    assert!(!ok && err.contains("--batch-size must be 2"), "{err}");
+}

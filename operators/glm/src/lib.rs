@@ -18,6 +18,7 @@
 //! Small public surface: build a [`graph::TokenizedGraph`], put graphs in a [`batch::Batch`],
 //! call an encoder's `encode`.
 
+pub mod adapt;
 pub mod backbone;
 pub mod batch;
 pub mod bert;

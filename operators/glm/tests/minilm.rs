@@ -67,3 +67,42 @@ fn graph_mode_gives_finite_deterministic_entity_vectors() {
     let dist: f32 = e[..384].iter().zip(&e[384..768]).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt();
     assert!(dist > 1.0, "entity vectors nearly equal: distance {dist}");
 }
+
+#[test]
+fn adapting_on_pairs_pulls_each_question_toward_its_own_passage() {
+    use streamrag_glm::adapt::{adapt, AdaptOptions};
+    use streamrag_glm::sentence::{dot, SentenceEncoder};
+    let dir = model_dir();
+    let pairs: Vec<(String, String)> = [
+        ("What does the zorblat eat?", "The zorblat feeds on blue moss that grows in the caves of Ulm."),
+        ("Where did Quenby hide the lantern?", "Quenby hid the lantern under the floor of the old mill."),
+        ("Who built the tower of Ravel?", "The tower of Ravel was raised by the masons of Tarn in one summer."),
+        ("What colour is the flag of Osk?", "The flag of Osk is green with a white star."),
+    ]
+    .iter()
+    .map(|(q, p)| (q.to_string(), p.to_string()))
+    .collect();
+    // how far each question's own passage leads the others, averaged
+    let margin = |enc: &SentenceEncoder| -> f32 {
+        let qs = enc.embed_vecs(&pairs.iter().map(|p| p.0.as_str()).collect::<Vec<_>>()).unwrap();
+        let ps = enc.embed_vecs(&pairs.iter().map(|p| p.1.as_str()).collect::<Vec<_>>()).unwrap();
+        let m: f32 = (0..pairs.len()).map(|i| dot(&qs[i], &ps[i]) - (0..pairs.len()).filter(|&j| j != i).map(|j| dot(&qs[i], &ps[j])).fold(f32::MIN, f32::max)).sum();
+        m / pairs.len() as f32
+    };
+    let before = margin(&SentenceEncoder::load(&dir, &Device::Cpu).unwrap());
+    let out = tempfile::tempdir().unwrap();
+    let mut losses = Vec::new();
+    let o = AdaptOptions { epochs: 4, batch_size: 4, lr: 1e-4, ..AdaptOptions::default() };
+    let done = adapt(&dir, &pairs, &o, out.path(), &Device::Cpu, &mut |_, _, l| losses.push(l)).unwrap();
+    assert_eq!((done.steps, done.pairs), (4, 4));
+    assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
+    assert!(losses.last().unwrap() < losses.first().unwrap(), "the loss falls: {losses:?}");
+    // the adapted model is a sentence model like the original: it loads and embeds unit vectors
+    let adapted = SentenceEncoder::load(out.path(), &Device::Cpu).unwrap();
+    let v = adapted.embed_vecs(&["a question"]).unwrap();
+    assert!((dot(&v[0], &v[0]) - 1.0).abs() < 1e-4);
+    let after = margin(&adapted);
+    assert!(after > before + 0.01, "each question's own passage leads by more: {before} -> {after}");
+    // the original is untouched
+    assert!((margin(&SentenceEncoder::load(&dir, &Device::Cpu).unwrap()) - before).abs() < 1e-6);
+}

@@ -76,6 +76,9 @@ enum Cmd {
     Eval(cmd::eval::EvalArgs),
     /// Train the GLM retriever on a dataset's questions; writes (and resumes) a checkpoint.
     Train(cmd::train::TrainArgs),
+    /// Fine-tune the sentence encoder on a corpus's own graph (questions it poses itself, no
+    /// labels); writes a model directory for --sentence-model.
+    Adapt(cmd::adapt::AdaptArgs),
     /// A Model Context Protocol server on stdin/stdout whose tools (ask, ingest, delete,
     /// stats) act on a running node through its HTTP API.
     Mcp(cmd::mcp::McpArgs),
@@ -93,7 +96,7 @@ impl Cmd {
     /// Commands that run models on the CPU.
     fn runs_models(&self, file: &FileConfig) -> bool {
         match self {
-            Cmd::Train(_) | Cmd::Eval(_) => true,
+            Cmd::Train(_) | Cmd::Eval(_) | Cmd::Adapt(_) => true,
             Cmd::Run(a) => file.query.retriever.is_some() || file.query.checkpoint.is_some() || a.checkpoint.is_some() || a.retriever.is_some(),
             _ => false,
         }
@@ -156,6 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Cmd::Bench(c) => cmd::bench::run(c, file).await,
             Cmd::Eval(a) => cmd::eval::run(a).await,
             Cmd::Train(a) => cmd::train::run(a).await,
+            Cmd::Adapt(a) => cmd::adapt::run(a).await,
             Cmd::Mcp(a) => cmd::mcp::run(a, file).await,
             Cmd::Token(a) => cmd::token::run(a),
         }

@@ -15,6 +15,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod token;
 pub mod train;
+pub mod adapt;
 
 use std::path::{Path, PathBuf};
 
