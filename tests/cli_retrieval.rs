@@ -172,6 +172,14 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     assert!(a.documents.iter().any(|x| qs[20].gold.contains(&x.id)), "{a:?} gold {:?}", qs[20].gold);
 }
 
+/// The synthetic dataset in `dir/ds`: its directory and its number of questions.
+fn dataset_in(dir: &Path) -> (std::path::PathBuf, usize) {
+    let ds = dir.join("ds");
+    std::fs::create_dir(&ds).unwrap();
+    let (_, n) = dataset(&ds);
+    (ds, n)
+}
+
 /// Runs the binary; (success, stdout, stderr).
 fn run_bin(args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(bin()).args(args).env("STREAMRAG_LOG", "warn").output().unwrap();
@@ -181,9 +189,7 @@ fn run_bin(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn train_on_questions_the_graph_poses_itself_from_a_nodes_data_directory() {
     let tmp = tempfile::tempdir().unwrap();
-    let ds = tmp.path().join("ds");
-    std::fs::create_dir(&ds).unwrap();
-    let (_, n_questions) = dataset(&ds);
+    let (ds, n_questions) = dataset_in(tmp.path());
     let (ds_s, m) = (ds.to_str().unwrap(), minilm());
     let m_s = m.to_str().unwrap();
     // a node's data directory holding the corpus (what a deployment has: no dataset, no labels)
@@ -245,9 +251,7 @@ fn train_on_questions_the_graph_poses_itself_from_a_nodes_data_directory() {
 #[test]
 fn adapt_fine_tunes_the_sentence_encoder_on_the_graphs_own_questions() {
     let tmp = tempfile::tempdir().unwrap();
-    let ds = tmp.path().join("ds");
-    std::fs::create_dir(&ds).unwrap();
-    let (_, n_questions) = dataset(&ds);
+    let (ds, n_questions) = dataset_in(tmp.path());
     let (ds_s, m) = (ds.to_str().unwrap(), minilm());
     let m_s = m.to_str().unwrap();
     let data = tmp.path().join("node");
