@@ -14,8 +14,9 @@ use candle_nn::{VarBuilder, VarMap};
 use crate::batch::Batch;
 use crate::bert::{BertConfig, BertGraphEncoder};
 use crate::error::{read_json, Error};
-use crate::graph::{sequence, HfTokenizer, LabelTokenizer};
-use crate::optim::{AdamW, ParamGroup};
+use crate::graph::{sequence, HfTokenizer};
+use crate::optim::{epoch_order, AdamW, ParamGroup};
+use crate::sentence::clipped_ids;
 
 /// The relative-bias table the graph encoder adds; a sentence model has none (all zeros), so
 /// it is neither trained nor saved.
@@ -69,15 +70,6 @@ pub fn adapt(model_dir: &Path, pairs: &[(String, String)], o: &AdaptOptions, out
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
     let enc = BertGraphEncoder::new(vb, cfg, 0).map_err(Error::format(model_dir))?;
     let tok = HfTokenizer::from_file(&model_dir.join("tokenizer.json"))?;
-    let ids = |text: &str| -> crate::Result<Vec<u32>> {
-        let mut ids = tok.sentence_ids(text)?;
-        if ids.len() > o.max_tokens {
-            let last = *ids.last().expect("non-empty");
-            ids.truncate(o.max_tokens - 1);
-            ids.push(last);
-        }
-        Ok(ids)
-    };
     let vars: Vec<(String, Var)> = {
         let data = varmap.data().lock().expect("varmap lock");
         let mut v: Vec<(String, Var)> = data.iter().filter(|(k, _)| *k != BIAS && !k.ends_with("word_embeddings.weight")).map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -86,17 +78,17 @@ pub fn adapt(model_dir: &Path, pairs: &[(String, String)], o: &AdaptOptions, out
     };
     let mut opt = AdamW::new(vec![ParamGroup { lr: o.lr, vars }], 0.01, Some(1.0));
     let bs = o.batch_size.max(2);
-    let embed = |texts: &[Vec<u32>]| -> candle_core::Result<Tensor> {
+    let embed = |texts: &[&[u32]]| -> candle_core::Result<Tensor> {
         let graphs: Vec<_> = texts.iter().map(|t| sequence(t)).collect();
         let refs: Vec<_> = graphs.iter().collect();
         let b = Batch::new(&refs, enc.mask_bucket(), DType::F32, device)?;
         enc.sentence_embeddings(&b)
     };
-    let tokenized: Vec<(Vec<u32>, Vec<u32>)> = pairs.iter().map(|(q, p)| Ok((ids(q)?, ids(p)?))).collect::<crate::Result<_>>()?;
+    let tokenized: Vec<(Vec<u32>, Vec<u32>)> = pairs.iter().map(|(q, p)| Ok((clipped_ids(&tok, q, o.max_tokens)?, clipped_ids(&tok, p, o.max_tokens)?))).collect::<crate::Result<_>>()?;
     let total = o.epochs * tokenized.len().div_ceil(bs);
     let mut losses = Vec::with_capacity(total);
     for epoch in 0..o.epochs {
-        let order = shuffled(tokenized.len(), epoch as u64);
+        let order = epoch_order(tokenized.len(), epoch);
         // a batch never holds one passage twice: its second question would have its own
         // passage among the negatives
         let mut batches: Vec<Vec<usize>> = Vec::new();
@@ -116,8 +108,8 @@ pub fn adapt(model_dir: &Path, pairs: &[(String, String)], o: &AdaptOptions, out
         }
         batches.extend(open.into_iter().map(|(b, _)| b).filter(|b| b.len() >= 2));
         for b in batches {
-            let qs: Vec<Vec<u32>> = b.iter().map(|&i| tokenized[i].0.clone()).collect();
-            let ps: Vec<Vec<u32>> = b.iter().map(|&i| tokenized[i].1.clone()).collect();
+            let qs: Vec<&[u32]> = b.iter().map(|&i| tokenized[i].0.as_slice()).collect();
+            let ps: Vec<&[u32]> = b.iter().map(|&i| tokenized[i].1.as_slice()).collect();
             let q = embed(&qs)?;
             let p = embed(&ps)?;
             let logits = (q.matmul(&p.t()?)? * o.scale)?;
@@ -148,17 +140,4 @@ fn save(varmap: &VarMap, model_dir: &Path, out: &Path) -> crate::Result<()> {
     let tmp = out.join("model.safetensors.tmp");
     candle_core::safetensors::save(&tensors, &tmp).map_err(Error::format(&tmp))?;
     std::fs::rename(&tmp, out.join("model.safetensors")).map_err(Error::io(out))
-}
-
-/// A deterministic permutation of 0..n.
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    let mut v: Vec<usize> = (0..n).collect();
-    let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    for i in (1..n).rev() {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        v.swap(i, (s % (i as u64 + 1)) as usize);
-    }
-    v
 }

@@ -7,6 +7,20 @@ use std::path::Path;
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Result, Tensor, Var};
 
+/// A deterministic permutation of 0..n for epoch `epoch`: the order training visits its
+/// examples in (the GLM's and the sentence encoder's), the same on a resumed run.
+pub fn epoch_order(n: usize, epoch: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    let mut s = 0x9e3779b97f4a7c15u64 ^ (epoch as u64).wrapping_mul(0xbf58476d1ce4e5b9);
+    for i in (1..n).rev() {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.swap(i, (s % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
 /// Variables trained at one learning rate.
 pub struct ParamGroup {
     pub lr: f64,

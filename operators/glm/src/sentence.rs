@@ -26,6 +26,18 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// A text's token ids with the tokenizer's special tokens, at most `max_tokens`: a longer text
+/// keeps its first tokens and its closing one.
+pub fn clipped_ids(tok: &HfTokenizer, text: &str, max_tokens: usize) -> crate::Result<Vec<u32>> {
+    let mut ids = tok.sentence_ids(text)?;
+    if ids.len() > max_tokens {
+        let last = *ids.last().expect("non-empty");
+        ids.truncate(max_tokens - 1);
+        ids.push(last);
+    }
+    Ok(ids)
+}
+
 pub struct SentenceEncoder {
     enc: BertGraphEncoder,
     tok: HfTokenizer,
@@ -52,13 +64,7 @@ impl SentenceEncoder {
     }
 
     fn ids(&self, text: &str) -> crate::Result<Vec<u32>> {
-        let mut ids = self.tok.sentence_ids(text)?;
-        if ids.len() > self.max_tokens {
-            let last = *ids.last().expect("non-empty");
-            ids.truncate(self.max_tokens - 1);
-            ids.push(last);
-        }
-        Ok(ids)
+        clipped_ids(&self.tok, text, self.max_tokens)
     }
 
     /// (N, dim) unit vectors, in the order of `texts`.

@@ -14,6 +14,7 @@ use streamrag_glm::graph::{Mode, TokenizedGraph};
 use streamrag_glm::loss::glm_loss;
 use streamrag_glm::model::{BackboneKind, GlmConfig, GlmModel, Training};
 use streamrag_glm::optim::AdamW;
+pub use streamrag_glm::optim::epoch_order;
 use streamrag_glm::Error;
 
 use crate::graph::GraphState;
@@ -89,19 +90,6 @@ pub fn labels(g: &GraphState, graph: &TokenizedGraph, gold: &HashSet<String>) ->
         .entities()
         .map(|n| f32::from(g.entity(&n.id).is_some_and(|e| e.docs().any(|d| gold.contains(d)))))
         .collect()
-}
-
-/// A deterministic permutation of 0..n for epoch `epoch`.
-pub fn epoch_order(n: usize, epoch: usize) -> Vec<usize> {
-    let mut v: Vec<usize> = (0..n).collect();
-    let mut s = 0x9e3779b97f4a7c15u64 ^ (epoch as u64).wrapping_mul(0xbf58476d1ce4e5b9);
-    for i in (1..n).rev() {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        v.swap(i, (s % (i as u64 + 1)) as usize);
-    }
-    v
 }
 
 /// Trains on `questions` (text, gold document ids) over `g`, writing checkpoints to `o.out`.

@@ -30,6 +30,7 @@ pub struct Question {
     pub answers: Vec<String>,
 }
 
+#[derive(Default)]
 pub struct Dataset {
     pub corpus: Vec<Document>,
     pub questions: Vec<Question>,

@@ -55,7 +55,7 @@ pub async fn run(a: AdaptArgs) -> Result<()> {
     }
     let ds = match &a.dataset {
         Some(d) => Dataset::load(d)?,
-        None => Dataset { corpus: Vec::new(), questions: Vec::new() },
+        None => Dataset::default(),
     };
     let (node, tasks, _, _, index_s) = index_corpus(&ds, Some(&a.data), RetrieverChoice::Ppr, Default::default(), None, !a.indexed).await?;
     let g = node.graph.as_ref().expect("kg-writer runs").current();
@@ -77,7 +77,7 @@ pub async fn run(a: AdaptArgs) -> Result<()> {
     }
     eprintln!("{} self-made questions, {} (question, passage) pairs", made.len(), pairs.len());
     let o = AdaptOptions { epochs: a.epochs, batch_size: a.batch_size, lr: a.lr, ..AdaptOptions::default() };
-    let out = a.out.clone();
+    let (out, shown) = (a.out.clone(), model.display().to_string());
     let t0 = std::time::Instant::now();
     let done = tokio::task::spawn_blocking(move || {
         let (mut sum, mut n) = (0.0, 0);
@@ -92,7 +92,7 @@ pub async fn run(a: AdaptArgs) -> Result<()> {
     .await??;
     println!(
         "adapted {} on {} pairs: {} steps in {:.0} s, loss {:.3} -> {:.3} (first and last tenth); --sentence-model {}",
-        minilm_dir(a.model).display(),
+        shown,
         done.pairs,
         done.steps,
         t0.elapsed().as_secs_f64(),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use streamrag_operators::retrieve::selfmade::{self_made, SelfMadeOptions};
+use streamrag_operators::retrieve::selfmade::{self_made, Kind, SelfMadeOptions};
 use streamrag_operators::retrieve::train::{train, TrainOptions};
 use streamrag_operators::retrieve::RetrieverChoice;
 
@@ -86,7 +86,7 @@ pub async fn run(a: TrainArgs) -> Result<()> {
     }
     let ds = match &a.dataset {
         Some(d) => Dataset::load(d)?,
-        None if a.data.is_some() && a.indexed => Dataset { corpus: Vec::new(), questions: Vec::new() },
+        None if a.data.is_some() && a.indexed => Dataset::default(),
         None => bail!("--self-made without --dataset trains on a node's own graph: give its directory with --data DIR --indexed"),
     };
     let range = a.questions.as_deref().map(parse_range).transpose()?;
@@ -108,8 +108,8 @@ pub async fn run(a: TrainArgs) -> Result<()> {
         // every dataset question not trained on is an evaluation question: its gold is held out
         let held: Vec<BTreeSet<String>> = ds.questions.iter().enumerate().filter(|(i, _)| !range.as_ref().is_some_and(|r| r.contains(i))).map(|(_, q)| q.gold.iter().cloned().collect()).collect();
         let made = self_made(&g, &SelfMadeOptions { count: n, seed: a.self_seed, ..SelfMadeOptions::default() }, &held);
-        let count = |k: &str| made.iter().filter(|q| q.kind.name() == k).count();
-        eprintln!("{} self-made questions: {} facts, {} two-hop, {} comparisons ({} dataset questions held out)", made.len(), count("fact"), count("two-hop"), count("comparison"), held.len());
+        let count = |k: Kind| made.iter().filter(|q| q.kind == k).count();
+        eprintln!("{} self-made questions: {} facts, {} two-hop, {} comparisons ({} dataset questions held out)", made.len(), count(Kind::Fact), count(Kind::TwoHop), count(Kind::Comparison), held.len());
         for q in made.iter().take(6) {
             eprintln!("  {}: {} -> {}", q.kind.name(), q.question, q.gold.join(", "));
         }
