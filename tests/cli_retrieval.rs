@@ -278,3 +278,82 @@ fn adapt_fine_tunes_the_sentence_encoder_on_the_graphs_own_questions() {
     let (ok, _, err) = run_bin(&["adapt", "--data", data_s, "--indexed", "--out", out_s, "--model", m_s, "--batch-size", "1"]);
     assert!(!ok && err.contains("--batch-size must be 2"), "{err}");
 }
+
+#[test]
+fn a_running_node_follows_its_checkpoint_directory_with_queries_in_flight() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ds, _) = dataset_in(tmp.path());
+    let (ds_s, m) = (ds.to_str().unwrap(), minilm());
+    let m_s = m.to_str().unwrap();
+    // the directory the node follows, first written by one step of training
+    let live = tmp.path().join("live");
+    let live_s = live.to_str().unwrap();
+    let train = |extra: &[&str]| {
+        let mut a = vec!["train", "--dataset", ds_s, "--questions", "0..12", "--out", live_s, "--epochs", "1", "--max-triplets", "40", "--backbone", m_s, "--question-model", m_s];
+        a.extend_from_slice(extra);
+        let (ok, _, err) = run_bin(&a);
+        assert!(ok, "{a:?}: {err}");
+    };
+    train(&["--max-steps", "1"]);
+    let data = tmp.path().join("data");
+    let (mut p, addr) = start_run(&["--data", data.to_str().unwrap(), "--checkpoint", live_s]);
+    let (docs, qs) = synth::corpus(80, 7);
+    let jsonl = tmp.path().join("docs.jsonl");
+    write_jsonl(&jsonl, &docs);
+    streamrag(&["ingest", "--http", &addr, jsonl.to_str().unwrap()]);
+    wait_stats(&addr, std::time::Duration::from_secs(60), |s| s.documents == docs.len());
+
+    // questions asked one after another for as long as the test runs; every one must be answered
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asker = {
+        let (stop, addr) = (stop.clone(), addr.clone());
+        let questions: Vec<String> = qs.iter().map(|q| q.question.clone()).collect();
+        std::thread::spawn(move || {
+            let mut named: Vec<(bool, Option<String>, String)> = Vec::new();
+            for q in questions.iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let (ok, out, err) = run_bin(&["ask", "--http", &addr, "--json", q]);
+                let checkpoint = serde_json::from_str::<streamrag_schemas::Answer>(&out).ok().and_then(|a| a.checkpoint);
+                named.push((ok, checkpoint, err));
+            }
+            named
+        })
+    };
+    let seen = |step: &str| -> bool {
+        let out = streamrag(&["ask", "--http", &addr, "--json", &qs[0].question]);
+        let a: streamrag_schemas::Answer = serde_json::from_str(&out).unwrap();
+        let id = a.checkpoint.unwrap_or_else(|| panic!("the answer names no checkpoint: {out}"));
+        assert!(id.starts_with(live_s), "{id}");
+        id.contains(&format!(" step {step} #"))
+    };
+    assert!(seen("1"), "the first answers come from the checkpoint loaded at start");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // training resumes into the same directory, to the end of its epoch, while questions come in
+    train(&[]);
+    let steps = read(&live.join("glm.json"))["training"]["steps"].as_u64().unwrap();
+    assert!(steps > 1, "{steps}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !seen(&steps.to_string()) {
+        assert!(std::time::Instant::now() < deadline, "the node never swapped to step {steps}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // a few more answers after the swap, then stop asking
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let named = asker.join().unwrap();
+    let failed: Vec<&String> = named.iter().filter(|(ok, c, _)| !ok || c.is_none()).map(|(_, _, e)| e).collect();
+    assert!(failed.is_empty(), "{} of {} queries failed or named no checkpoint: {failed:?}", failed.len(), named.len());
+    let ids: Vec<&str> = named.iter().filter_map(|(_, c, _)| c.as_deref()).collect();
+    let first = ids.iter().position(|c| c.contains(" step 1 #")).expect("answers from the first checkpoint while training ran");
+    let last = ids.iter().rposition(|c| c.contains(&format!(" step {steps} #"))).expect("answers from the new checkpoint");
+    assert!(first < last && ids[last..].iter().all(|c| c.contains(&format!(" step {steps} #"))), "once swapped, never back: {ids:?}");
+    assert!(metric(&addr, "streamrag_glm_checkpoint_swaps_total") >= 1.0);
+
+    // a directory that no longer loads leaves the current model answering
+    std::fs::write(live.join("model.safetensors"), b"not weights").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(seen(&steps.to_string()), "a broken checkpoint is not swapped in");
+    p.stop();
+}

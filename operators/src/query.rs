@@ -38,6 +38,7 @@ fn answer_of(g: &GraphState, retriever: &Retriever, q: &Query, r: Retrieved, lat
         seeds: r.seeds,
         entities: r.entities,
         retriever: retriever.name().into(),
+        checkpoint: r.checkpoint,
         answer: None,
         abstained: false,
         answered_by: None,

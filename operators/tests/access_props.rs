@@ -199,6 +199,7 @@ fn retrievers() -> Vec<Retriever> {
             bm25: bm25.clone(),
             dense: None,
             facts: None,
+            glm: None,
             params: HybridParams::default(),
         })),
         Retriever::Ppr(PprParams::default()),

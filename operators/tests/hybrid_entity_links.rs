@@ -107,7 +107,7 @@ fn hybrid_resolved(dir: &std::path::Path, docs: Vec<(String, String, String)>, m
     let bm25 = Bm25Index::in_memory().unwrap();
     DocSink::upsert(&bm25, &docs).unwrap();
     DocSink::commit(&bm25, &[(0, docs.len() as i64)].into()).unwrap();
-    (g, Hybrid { bm25: Arc::new(bm25), dense: Some(Arc::new(dense)), facts: Some(Arc::new(facts)), params: HybridParams::default() })
+    (g, Hybrid { bm25: Arc::new(bm25), dense: Some(Arc::new(dense)), facts: Some(Arc::new(facts)), glm: None, params: HybridParams::default() })
 }
 
 /// The hybrid's graph part alone (no BM25 or dense passage prior, whose best passages' facts

@@ -307,8 +307,13 @@ pub struct Answer {
     /// best first (from retrievers that walk the graph; empty from the others).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub entities: Vec<ScoredEntity>,
-    /// The retriever that ranked the documents: `ppr`, `glm`, `dense`.
+    /// The retriever that ranked the documents: `hybrid`, `ppr`, `glm`, `dense`, `bm25`.
     pub retriever: String,
+    /// The GLM checkpoint that scored the question, when a GLM did: its directory, training
+    /// step and a digest of its weights (`/ck/glm step 199 #1a2b3c4d`). A running node follows
+    /// its checkpoint directory, so answers of one node may name several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
     /// The answer text, citing its passages as `[n]` (see `citations`): written by the
     /// answering LLM when one is configured, else extractive (a span or sentence of the top
     /// passages); when `abstained`, a sentence saying why no answer is given, naming nothing.

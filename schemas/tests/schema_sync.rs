@@ -227,6 +227,7 @@ fn answer() {
         seeds: vec!["A".into()],
         entities: vec![ScoredEntity { name: "A".into(), score: 1.0 }, ScoredEntity { name: "B".into(), score: 0.25 }],
         retriever: "ppr".into(),
+        checkpoint: None,
         answer: Some("because [1]".into()),
         abstained: false,
         answered_by: Some("extractive".into()),
@@ -237,6 +238,7 @@ fn answer() {
     };
     let no_llm = Answer { answer: None, answered_by: None, citations: vec![], documents: vec![], entities: vec![], ..a.clone() };
     let standing = Answer { query_id: "s-1".into(), reason: Some("changed d".into()), ..a.clone() };
+    let glm = Answer { retriever: "glm".into(), checkpoint: Some("/ck/glm step 199 #1a2b3c4d".into()), ..a.clone() };
     let abstained = Answer { answer: Some("Nothing retrieved supports an answer.".into()), abstained: true, answered_by: Some("none".into()), citations: vec![], ..a.clone() };
     let base = json!({"query_id": "q", "question": "x", "documents": [], "triples": [], "seeds": [], "retriever": "hybrid", "graph_version": {"offsets": {}}, "latency_ms": 1.0});
     let mut bad_citation = base.clone();
@@ -245,10 +247,12 @@ fn answer() {
     bad_abstained["abstained"] = json!("yes");
     let mut bad_entity = base.clone();
     bad_entity["entities"] = json!([{"name": "A"}]);
+    let mut bad_checkpoint = base.clone();
+    bad_checkpoint["checkpoint"] = json!(199);
     check(
         "answer.schema.json",
-        &[a, no_llm, abstained, standing],
-        &[json!({"query_id": "q", "question": "x", "documents": []}), bad_citation, bad_abstained, bad_entity],
+        &[a, no_llm, abstained, standing, glm],
+        &[json!({"query_id": "q", "question": "x", "documents": []}), bad_citation, bad_abstained, bad_entity, bad_checkpoint],
     );
 }
 

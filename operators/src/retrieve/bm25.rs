@@ -161,7 +161,7 @@ impl Bm25Index {
     /// The `top_k` passages that score best for each question.
     pub fn retrieve_batch(&self, qs: &[(&str, usize)]) -> tantivy::Result<Vec<Retrieved>> {
         let searcher = self.searcher();
-        qs.iter().map(|(q, k)| Ok(Retrieved { seeds: vec![], documents: self.search(&searcher, q, *k)?, triples: vec![], entities: vec![] })).collect()
+        qs.iter().map(|(q, k)| Ok(Retrieved { seeds: vec![], documents: self.search(&searcher, q, *k)?, triples: vec![], entities: vec![], checkpoint: None })).collect()
     }
 }
 

@@ -301,7 +301,7 @@ impl DenseIndex {
     pub fn retrieve_batch(&self, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>> {
         let texts: Vec<&str> = qs.iter().map(|q| q.0).collect();
         let qv = self.embed_questions(&texts)?;
-        Ok(qv.iter().zip(qs).map(|(q, (_, k))| Retrieved { seeds: vec![], documents: self.nearest(q, *k), triples: vec![], entities: vec![] }).collect())
+        Ok(qv.iter().zip(qs).map(|(q, (_, k))| Retrieved { seeds: vec![], documents: self.nearest(q, *k), triples: vec![], entities: vec![], checkpoint: None }).collect())
     }
 }
 

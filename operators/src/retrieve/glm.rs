@@ -113,34 +113,42 @@ impl GlmRetriever {
         Ok(out)
     }
 
-    /// Retrieves for each (question, top_k).
-    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>> {
-        if qs.is_empty() {
+    /// The GLM's best entities for each question (ids with probabilities, best first, at most
+    /// `top_entities`) and the seeds it linked; empty when nothing links.
+    pub fn entity_scores(&self, g: &GraphState, questions: &[&str]) -> Result<Vec<(Vec<String>, Vec<(String, f64)>)>> {
+        if questions.is_empty() {
             return Ok(vec![]);
         }
-        let texts: Vec<&str> = qs.iter().map(|q| q.0).collect();
-        let qemb = self.model.question.embed(&texts)?;
+        let qemb = self.model.question.embed(questions)?;
         let qv = qemb.to_vec2::<f32>()?;
-        let prepared: Vec<Prepared> = texts.iter().zip(&qv).map(|(q, v)| self.prepare(g, q, v)).collect::<Result<_, _>>()?;
-        let with_graph: Vec<usize> = (0..qs.len()).filter(|&i| prepared[i].graph.is_some()).collect();
+        let prepared: Vec<Prepared> = questions.iter().zip(&qv).map(|(q, v)| self.prepare(g, q, v)).collect::<Result<_, _>>()?;
+        let with_graph: Vec<usize> = (0..questions.len()).filter(|&i| prepared[i].graph.is_some()).collect();
         let graphs: Vec<&TokenizedGraph> = with_graph.iter().map(|&i| prepared[i].graph.as_ref().expect("filtered")).collect();
         let rows = Tensor::new(with_graph.iter().map(|&i| i as u32).collect::<Vec<_>>(), qemb.device())?;
         let scores = if graphs.is_empty() { vec![] } else { self.score(&graphs, &qemb.index_select(&rows, 0)?)? };
         let mut by_q: HashMap<usize, Vec<(String, f32)>> = with_graph.into_iter().zip(scores).collect();
         Ok(prepared
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, p)| {
-                let ranked = by_q.remove(&i).unwrap_or_default();
-                let top: Vec<(String, f64)> = ranked
-                    .into_iter()
-                    .take(self.model.config.top_entities)
-                    .map(|(e, l)| (e, 1.0 / (1.0 + (-l as f64).exp())))
-                    .collect();
-                let documents = rank_documents(g, &top, qs[i].1);
+                let top = by_q.remove(&i).unwrap_or_default().into_iter().take(self.model.config.top_entities).map(|(e, l)| (e, 1.0 / (1.0 + (-l as f64).exp()))).collect();
+                (p.seeds, top)
+            })
+            .collect())
+    }
+
+    /// Retrieves for each (question, top_k).
+    pub fn retrieve_batch(&self, g: &GraphState, qs: &[(&str, usize)]) -> Result<Vec<Retrieved>> {
+        let texts: Vec<&str> = qs.iter().map(|q| q.0).collect();
+        Ok(self
+            .entity_scores(g, &texts)?
+            .into_iter()
+            .zip(qs)
+            .map(|((seeds, top), (_, k))| {
+                let documents = rank_documents(g, &top, *k);
                 let triples = supporting_triples(g, &documents, &top, 10);
-                let seeds = p.seeds.iter().map(|s| display_name(g, s)).collect();
-                Retrieved { seeds, documents, triples, entities: vec![] }
+                let seeds = seeds.iter().map(|s| display_name(g, s)).collect();
+                Retrieved { seeds, documents, triples, entities: vec![], checkpoint: None }
             })
             .collect())
     }

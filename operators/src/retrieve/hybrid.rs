@@ -51,8 +51,9 @@ use crate::normalize::{is_alias_relation, normalize, shorter_forms, unqualified}
 
 use super::bm25::Bm25Index;
 use super::dense::DenseIndex;
+use super::checkpoint::GlmSlot;
 use super::facts::FactVectors;
-use super::rank::{display_name, shown_triple, supporting_triples};
+use super::rank::{display_name, rank_documents, shown_triple, supporting_triples};
 use super::{RetrieveError, Retrieved};
 
 /// The hybrid's weights and sizes. `eval --set KEY=VALUE` overrides any of them by name.
@@ -236,6 +237,14 @@ pub struct HybridParams {
     pub fuse_bm25: f64,
     /// Weight of dense's ranking in the final fusion (0: off).
     pub fuse_dense: f64,
+    /// Weight of the GLM's ranking in the final fusion, when the hybrid has a GLM checkpoint
+    /// (0: the GLM is not asked).
+    pub fuse_glm: f64,
+    /// Documents the GLM ranks for the fusion (at least the question's top_k).
+    pub glm_depth: usize,
+    /// Weight of the GLM's best entities in the walk's restart (each by its probability over
+    /// its document frequency, as the names are), when the hybrid has a GLM checkpoint (0: off).
+    pub glm_seed: f64,
     /// How each signal's candidate scores are scaled to [0, 1] before the prior sums them
     /// (see [`PriorScale`]).
     pub prior_scale: PriorScale,
@@ -326,6 +335,9 @@ impl Default for HybridParams {
             fuse_k: 60.0,
             fuse_bm25: 0.0,
             fuse_dense: 0.0,
+            fuse_glm: 0.0,
+            glm_depth: 20,
+            glm_seed: 0.0,
             prior_scale: PriorScale::Range,
         }
     }
@@ -392,6 +404,9 @@ impl HybridParams {
             "fuse_k" => self.fuse_k = num(key, value)?,
             "fuse_bm25" => self.fuse_bm25 = num(key, value)?,
             "fuse_dense" => self.fuse_dense = num(key, value)?,
+            "fuse_glm" => self.fuse_glm = num(key, value)?,
+            "glm_depth" => self.glm_depth = num(key, value)?,
+            "glm_seed" => self.glm_seed = num(key, value)?,
             "prior_scale" => self.prior_scale = value.parse()?,
             _ => return Err(format!("no hybrid parameter {key}")),
         }
@@ -439,6 +454,10 @@ impl HybridParams {
                 p.fuse_bm25 = 0.0;
                 p.fuse_dense = 0.0;
             })),
+            ("without the GLM", with(&|p| {
+                p.fuse_glm = 0.0;
+                p.glm_seed = 0.0;
+            })),
         ]
         .into_iter()
         .filter(|(_, p)| p != self)
@@ -454,6 +473,8 @@ pub struct Hybrid {
     pub dense: Option<Arc<DenseIndex>>,
     /// The facts' embeddings (kept beside the passages' when there is an encoder).
     pub facts: Option<Arc<FactVectors>>,
+    /// A GLM checkpoint whose document ranking joins the final fusion (`fuse_glm`).
+    pub glm: Option<Arc<GlmSlot>>,
     pub params: HybridParams,
 }
 
@@ -478,14 +499,29 @@ impl Hybrid {
             Some(d) if (p.dense > 0.0 && !d.is_empty()) || (self.facts.is_some() && (p.fact_dense > 0.0 || p.entity_dense > 0.0)) => Some(d.embed_questions(&qs.iter().map(|q| q.0).collect::<Vec<_>>())?),
             _ => None,
         };
+        // the GLM's entities, one model for the whole batch (the slot may swap meanwhile)
+        let glm = match &self.glm {
+            Some(slot) if p.fuse_glm > 0.0 || p.glm_seed > 0.0 => {
+                let m = slot.current();
+                let scored = m.glm.entity_scores(g, &qs.iter().map(|q| q.0).collect::<Vec<_>>())?;
+                Some((m.id.clone(), scored.into_iter().map(|(_, top)| top).collect::<Vec<_>>()))
+            }
+            _ => None,
+        };
         let searcher = self.bm25.searcher();
         qs.iter()
             .enumerate()
-            .map(|(i, (q, k))| self.retrieve_one(g, &searcher, q, qv.as_ref().map(|v| v[i].as_slice()), *k))
+            .map(|(i, (q, k))| {
+                let glm_top = glm.as_ref().map(|(_, t)| t[i].as_slice());
+                let mut r = self.retrieve_one(g, &searcher, q, qv.as_ref().map(|v| v[i].as_slice()), glm_top, *k)?;
+                r.checkpoint = glm.as_ref().map(|(id, _)| id.clone());
+                Ok(r)
+            })
             .collect()
     }
 
-    fn retrieve_one(&self, g: &GraphState, searcher: &tantivy::Searcher, q: &str, qv: Option<&[f32]>, k: usize) -> Result<Retrieved, RetrieveError> {
+    /// `glm`: the GLM's best entities for the question, with their probabilities.
+    fn retrieve_one(&self, g: &GraphState, searcher: &tantivy::Searcher, q: &str, qv: Option<&[f32]>, glm: Option<&[(String, f64)]>, k: usize) -> Result<Retrieved, RetrieveError> {
         let p = &self.params;
         let Prior { scores: prior, bm25: bm25_ranked, dense: dense_ranked } = self.prior(g, searcher, q, qv)?;
         let names = if p.names { link_names(g, q, p.max_ngram) } else { vec![] };
@@ -529,6 +565,14 @@ impl Hybrid {
                 }
                 if let Some(e) = g.entity(end) {
                     *ent_reset.entry(e.id()).or_default() += p.fact_weight * score / e.df().max(1) as f64;
+                }
+            }
+        }
+        // the entities the GLM scored best restart the walk too, each by its probability
+        if p.glm_seed > 0.0 {
+            for (id, prob) in glm.unwrap_or_default() {
+                if let Some(e) = g.entity(id) {
+                    *ent_reset.entry(e.id()).or_default() += p.glm_seed * prob / e.df().max(1) as f64;
                 }
             }
         }
@@ -624,12 +668,14 @@ impl Hybrid {
         let mut ranked: Vec<(String, f64)> = scores.into_iter().filter(|(d, _)| g.doc(d).is_some() || prior.contains_key(d)).collect();
         let by_score = |a: &(String, f64), b: &(String, f64)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0));
         ranked.sort_by(by_score);
-        if p.fuse_bm25 > 0.0 || p.fuse_dense > 0.0 {
+        let glm_ranked: Option<Vec<String>> = glm.filter(|_| p.fuse_glm > 0.0).map(|top| rank_documents(g, top, k.max(p.glm_depth)).into_iter().map(|d| d.id).collect());
+        if p.fuse_bm25 > 0.0 || p.fuse_dense > 0.0 || glm_ranked.is_some() {
             let mut fused: HashMap<String, f64> = HashMap::default();
-            let lists: [(f64, Vec<&String>); 3] = [
+            let lists: [(f64, Vec<&String>); 4] = [
                 (1.0, ranked.iter().map(|(d, _)| d).collect()),
                 (p.fuse_bm25, bm25_ranked.iter().collect()),
                 (p.fuse_dense, dense_ranked.iter().collect()),
+                (p.fuse_glm, glm_ranked.iter().flatten().collect()),
             ];
             for (w, list) in lists {
                 if w > 0.0 {
@@ -665,7 +711,7 @@ impl Hybrid {
         }
         // without a walk, the restart weights are the entities' scores
         let entities = super::rank::subgraph_entities(&seeds, &triples, |id| walked_entities.get(id).or_else(|| ent_reset.get(id)).copied().unwrap_or(0.0));
-        Ok(Retrieved { seeds, documents, triples, entities })
+        Ok(Retrieved { seeds, documents, triples, entities, checkpoint: None })
     }
 
     /// The entities linked by their names' embeddings, besides `names`: for each word the

@@ -5,6 +5,7 @@
 //! - [`ppr`]: personalized PageRank from the seeds named in the question.
 //! - [`subgraph`]: the seeds' neighbourhood the GLM reads, within a triplet budget.
 //! - [`glm`]: the Graph Language Model retriever (seeds, subgraph, encoder, entity scores).
+//! - [`checkpoint`]: the GLM checkpoint a running node follows, swapped in when it changes.
 //! - [`dense`]: passage embeddings (a baseline alone), kept under the data directory.
 //! - [`bm25`]: passage BM25 (tantivy; a baseline alone), kept under the data directory.
 //! - [`hybrid`]: the default: BM25, dense, names and facts meeting in one walk over entities
@@ -17,6 +18,7 @@
 //! notes are in `docs/retrieval.md` and `docs/glm.md`.
 
 pub mod bm25;
+pub mod checkpoint;
 pub mod dense;
 pub mod facts;
 pub mod glm;
@@ -41,6 +43,7 @@ use crate::runtime::blocking;
 use crate::stages::BuildError;
 
 pub use bm25::Bm25Index;
+pub use checkpoint::GlmSlot;
 pub use dense::DenseIndex;
 pub use facts::{FactVectors, FactsReader};
 pub use glm::GlmRetriever;
@@ -55,7 +58,7 @@ use crate::passages::DocSink;
 pub enum Retriever {
     Hybrid(Arc<Hybrid>),
     Ppr(PprParams),
-    Glm(Arc<GlmRetriever>),
+    Glm(Arc<GlmSlot>),
     Dense(Arc<DenseIndex>),
     Bm25(Arc<Bm25Index>),
 }
@@ -74,7 +77,9 @@ pub enum RetrieveError {
 pub enum RetrieverChoice {
     /// BM25, dense, names and facts in one walk; `model`: the sentence encoder of its dense
     /// part (None: BM25 alone proposes passages).
-    Hybrid { model: Option<PathBuf>, params: HybridParams },
+    /// `glm`: a GLM checkpoint (and its graphs per forward pass) whose ranking joins the
+    /// hybrid's final fusion.
+    Hybrid { model: Option<PathBuf>, params: HybridParams, glm: Option<(PathBuf, usize)> },
     /// Personalized PageRank over the entity graph.
     Ppr,
     /// The GLM, from a checkpoint `streamrag train` wrote; `batch`: graphs per forward pass.
@@ -118,26 +123,28 @@ fn model_dir_from(rel: &Path, exe: Option<&Path>) -> PathBuf {
 
 impl RetrieverChoice {
     /// From `--retriever NAME` and its companions: glm needs a checkpoint (and is the default
-    /// when one is given); dense and the hybrid (the default otherwise) take the sentence
-    /// encoder `dense_model`. The hybrid goes without its dense part, with a warning, when no
-    /// encoder is there; dense refuses.
+    /// when one is given); the hybrid with a checkpoint fuses the GLM's ranking into its own;
+    /// dense and the hybrid (the default otherwise) take the sentence encoder `dense_model`.
+    /// The hybrid goes without its dense part, with a warning, when no encoder is there; dense
+    /// refuses.
     pub fn from_flags(name: Option<&str>, checkpoint: Option<PathBuf>, batch: usize, dense_model: PathBuf) -> Result<Self, BuildError> {
         let bad = |m: String| Err(BuildError::Config(m));
         match (name, checkpoint) {
             (None | Some("glm"), Some(checkpoint)) => Ok(RetrieverChoice::Glm { checkpoint, batch }),
+            (Some("hybrid"), Some(checkpoint)) => Ok(RetrieverChoice::Hybrid { model: Some(dense_model), params: HybridParams::default(), glm: Some((checkpoint, batch)) }),
             (Some("glm"), None) => bad("--retriever glm needs --checkpoint (a directory `streamrag train` wrote)".into()),
             (None | Some("hybrid"), None) => Ok(RetrieverChoice::hybrid(dense_model)),
             (Some("ppr"), None) => Ok(RetrieverChoice::Ppr),
             (Some("dense"), None) => Ok(RetrieverChoice::Dense { model: dense_model }),
             (Some("bm25"), None) => Ok(RetrieverChoice::Bm25),
-            (Some(r), Some(_)) if r != "glm" => bad(format!("--checkpoint is for --retriever glm, not {r}")),
+            (Some(r), Some(_)) if r != "glm" => bad(format!("--checkpoint is for --retriever glm or hybrid, not {r}")),
             (Some(r), _) => bad(format!("--retriever {r}: hybrid, ppr, glm, dense or bm25")),
         }
     }
 
     /// The hybrid with its default weights, dense from `model` (checked when it loads).
     pub fn hybrid(model: PathBuf) -> Self {
-        RetrieverChoice::Hybrid { model: Some(model), params: HybridParams::default() }
+        RetrieverChoice::Hybrid { model: Some(model), params: HybridParams::default(), glm: None }
     }
 
     pub fn name(&self) -> &'static str {
@@ -162,7 +169,7 @@ impl RetrieverChoice {
             DenseIndex::open(enc, &dir, &encoder_id(model)).map_err(|e| crate::data_dir::OpenError { what: "the passage vectors", dir, source: Box::new(e.source) }.into())
         };
         Ok(match self {
-            RetrieverChoice::Hybrid { model, params } => {
+            RetrieverChoice::Hybrid { model, params, glm } => {
                 let dense = model.as_ref().filter(|m| has_encoder(m)).map(|m| dense(m).map(|d| (m, d))).transpose()?;
                 // the facts' vectors share the passages' encoder
                 let facts = match &dense {
@@ -174,20 +181,30 @@ impl RetrieverChoice {
                     }
                     None => None,
                 };
-                Retriever::Hybrid(Arc::new(Hybrid { bm25: Arc::new(data.open_bm25()?), dense: dense.map(|(_, d)| Arc::new(d)), facts, params: params.clone() }))
+                let glm = match glm {
+                    Some((dir, batch)) => Some(glm_slot(dir, *batch).map_err(what(format!("the GLM checkpoint {}", dir.display())))?),
+                    None => None,
+                };
+                Retriever::Hybrid(Arc::new(Hybrid { bm25: Arc::new(data.open_bm25()?), dense: dense.map(|(_, d)| Arc::new(d)), facts, glm, params: params.clone() }))
             }
             RetrieverChoice::Ppr => Retriever::Ppr(PprParams::default()),
             RetrieverChoice::Glm { checkpoint, batch } => {
-                let device = default_device();
-                let mut r = GlmRetriever::load(checkpoint, &device).map_err(what(format!("the GLM checkpoint {}", checkpoint.display())))?;
-                r.batch_size = (*batch).max(1);
-                tracing::info!(checkpoint = %checkpoint.display(), device = ?device, budget = r.model.config.max_triplets, "the query stage uses the GLM");
-                Retriever::Glm(Arc::new(r))
+                Retriever::Glm(glm_slot(checkpoint, *batch).map_err(what(format!("the GLM checkpoint {}", checkpoint.display())))?)
             }
             RetrieverChoice::Dense { model } => Retriever::Dense(Arc::new(dense(model)?)),
             RetrieverChoice::Bm25 => Retriever::Bm25(Arc::new(data.open_bm25()?)),
         })
     }
+}
+
+/// The GLM checkpoint in `dir`, loaded and followed ([`GlmSlot::watch`]).
+fn glm_slot(dir: &Path, batch: usize) -> Result<Arc<GlmSlot>, streamrag_glm::Error> {
+    let device = default_device();
+    let slot = Arc::new(GlmSlot::load(dir, &device, batch)?);
+    let now = slot.current();
+    tracing::info!(checkpoint = %now.id, device = ?device, budget = now.glm.model.config.max_triplets, "the query stage uses the GLM");
+    slot.watch(checkpoint::CHECKPOINT_POLL);
+    Ok(slot)
 }
 
 /// Whether `model` holds a sentence encoder; says so once, when the hybrid is loaded without one.
@@ -215,6 +232,8 @@ pub struct Retrieved {
     /// The seeds' and the triples' entities with the walk's score for each (best 1), best
     /// first; empty from retrievers that do not walk the graph.
     pub entities: Vec<ScoredEntity>,
+    /// The GLM checkpoint that scored the question ([`checkpoint::Loaded::id`]), when one did.
+    pub checkpoint: Option<String>,
 }
 
 impl Retriever {
@@ -238,7 +257,15 @@ impl Retriever {
         match self {
             Retriever::Hybrid(h) => blocking(|| h.retrieve_batch(g, qs)),
             Retriever::Ppr(p) => Ok(qs.iter().map(|(q, k)| ppr::retrieve(g, p, q, *k)).collect()),
-            Retriever::Glm(m) => Ok(blocking(|| m.retrieve_batch(g, qs))?),
+            Retriever::Glm(slot) => {
+                // one model for the whole batch, whatever the slot swaps to meanwhile
+                let m = slot.current();
+                let mut rs = blocking(|| m.glm.retrieve_batch(g, qs))?;
+                for r in &mut rs {
+                    r.checkpoint = Some(m.id.clone());
+                }
+                Ok(rs)
+            }
             Retriever::Dense(d) => Ok(readable(g, qs, |qs| blocking(|| d.retrieve_batch(qs)))?),
             Retriever::Bm25(b) => Ok(readable(g, qs, |qs| blocking(|| b.retrieve_batch(qs)))?),
         }
@@ -441,7 +468,7 @@ mod tests {
         let bm25 = Arc::new(Bm25Index::in_memory().unwrap());
         DocSink::upsert(&*bm25, &docs).unwrap();
         DocSink::commit(&*bm25, &[(0, docs.len() as i64)].into()).unwrap();
-        (graph(&refs), Hybrid { bm25, dense: None, facts: None, params: HybridParams::default() })
+        (graph(&refs), Hybrid { bm25, dense: None, facts: None, glm: None, params: HybridParams::default() })
     }
 
     fn top(g: &GraphState, r: &Retriever, q: &str, k: usize) -> Vec<String> {

@@ -131,5 +131,5 @@ pub fn retrieve(g: &GraphState, p: &PprParams, question: &str, top_k: usize) -> 
     let triples = supporting_triples(g, &documents, &top, 10);
     let seeds: Vec<String> = seed_ids.iter().map(|s| display_name(g, s)).collect();
     let entities = super::rank::subgraph_entities(&seeds, &triples, |id| scores.get(id).copied().unwrap_or(0.0));
-    Retrieved { seeds, documents, triples, entities }
+    Retrieved { seeds, documents, triples, entities, checkpoint: None }
 }

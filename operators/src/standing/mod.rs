@@ -695,6 +695,7 @@ mod tests {
             seeds: seeds.iter().map(|s| s.to_string()).collect(),
             entities: vec![],
             retriever: "hybrid".into(),
+            checkpoint: None,
             answer: None,
             abstained: false,
             answered_by: None,

@@ -230,6 +230,7 @@ mod tests {
             seeds: vec!["Marie Curie".into()],
             entities: vec![],
             retriever: "hybrid".into(),
+            checkpoint: None,
             answer: llm.map(str::to_string),
             abstained: false,
             answered_by: llm.map(|_| "extractive".to_string()),

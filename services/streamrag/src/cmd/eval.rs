@@ -44,7 +44,7 @@ pub struct EvalArgs {
     /// questions without labels, on the same graph and indexes.
     #[arg(long)]
     pub access: bool,
-    /// A checkpoint `streamrag train` wrote (for --retriever glm).
+    /// A checkpoint `streamrag train` wrote (for --retriever glm, or joining the hybrid's fusion).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
     /// Question indices A..B (B exclusive); default all.
@@ -66,6 +66,10 @@ pub struct EvalArgs {
     /// Questions in flight at once.
     #[arg(long, value_parser = super::at_least_one, default_value_t = 8)]
     pub concurrency: usize,
+    /// Documents asked for per question (at least 5, which Recall@5 reads); the report's
+    /// `top5` keeps the first five, `ranked` all of them when more than 5.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(5..=1000), default_value_t = 5)]
+    pub depth: u32,
     /// GLM graphs per forward pass.
     #[arg(long, value_parser = super::at_least_one, default_value_t = 4)]
     pub glm_batch: usize,
@@ -281,8 +285,8 @@ pub async fn run(o: EvalArgs) -> Result<()> {
     if questions.is_empty() {
         bail!("no questions with gold passages in {range:?}");
     }
-    // a checkpoint matters only to the GLM (eval ignores it for the baselines)
-    let checkpoint = o.checkpoint.clone().filter(|_| o.retriever == "glm");
+    // a checkpoint matters only to the GLM and the hybrid it joins (eval ignores it for the baselines)
+    let checkpoint = o.checkpoint.clone().filter(|_| o.retriever == "glm" || o.retriever == "hybrid");
     let mut choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, minilm_dir(o.sentence_model.clone()))?;
     match &mut choice {
         RetrieverChoice::Dense { model } => super::check_model_dir(model, "--sentence-model")?,
@@ -317,7 +321,7 @@ pub async fn run(o: EvalArgs) -> Result<()> {
     let mut answers: Vec<(usize, streamrag_schemas::Answer)> = futures::stream::iter(questions.iter().enumerate())
         .map(|(i, q)| {
             let node = node2.clone();
-            let query = Query { access: Default::default(), schema_version: SCHEMA_VERSION, query_id: format!("eval-{}-{}", q.index, q.id), question: q.text.clone(), top_k: Some(5) };
+            let query = Query { access: Default::default(), schema_version: SCHEMA_VERSION, query_id: format!("eval-{}-{}", q.index, q.id), question: q.text.clone(), top_k: Some(o.depth) };
             async move { node.ask(&query, Duration::from_secs(3600)).await.map(|a| (i, a)) }
         })
         .buffer_unordered(o.concurrency.max(1))
@@ -358,7 +362,10 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         }
         by_type.entry(q.kind.clone()).or_default().add(r2, r5);
         latencies.push(a.latency_ms);
-        let mut row = json!({"index": q.index, "id": q.id, "type": q.kind, "recall@2": r2, "recall@5": r5, "seeds": a.seeds, "top5": ranked, "triples": a.triples.iter().map(|t| format!("({}; {}; {})", t.subject, t.relation, t.object)).collect::<Vec<_>>()});
+        let mut row = json!({"index": q.index, "id": q.id, "type": q.kind, "recall@2": r2, "recall@5": r5, "seeds": a.seeds, "top5": ranked.iter().take(5).collect::<Vec<_>>(), "triples": a.triples.iter().map(|t| format!("({}; {}; {})", t.subject, t.relation, t.object)).collect::<Vec<_>>()});
+        if ranked.len() > 5 {
+            row["ranked"] = json!(ranked);
+        }
         if o.answers && !q.answers.is_empty() {
             let predicted = if a.abstained { String::new() } else { strip_citations(a.answer.as_deref().unwrap_or("")) };
             let (em, f1) = score(&predicted, &q.answers);
