@@ -163,6 +163,15 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     let a = ask_data(&["--checkpoint", ck_s]);
     assert_eq!(a.retriever, "glm");
     assert!(!a.documents.is_empty(), "{a:?}");
+    // the checkpoint inside the hybrid: its entities restart the walk, and the answer names it
+    let fused = tmp.path().join("fused.toml");
+    std::fs::write(&fused, format!("[query]\nretriever = \"hybrid\"\ncheckpoint = {ck_s:?}\n[query.hybrid]\nglm_seed = 0.3\n")).unwrap();
+    let a = ask_data(&["--config", fused.to_str().unwrap()]);
+    assert_eq!((a.retriever.as_str(), a.documents.len()), ("hybrid", 5), "{a:?}");
+    assert!(a.checkpoint.as_deref().is_some_and(|c| c.starts_with(ck_s)), "{a:?}");
+    // with its weights at 0 (the default) the hybrid does not ask it
+    let a = ask_data(&["--retriever", "hybrid", "--checkpoint", ck_s]);
+    assert_eq!((a.retriever.as_str(), a.checkpoint), ("hybrid", None));
     let cfg = tmp.path().join("dense.toml");
     std::fs::write(&cfg, format!("[query]\nretriever = \"dense\"\nsentence_model = {:?}\n", m.to_str().unwrap())).unwrap();
     let a = ask_data(&["--config", cfg.to_str().unwrap()]);

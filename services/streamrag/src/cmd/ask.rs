@@ -24,7 +24,7 @@ pub struct AskArgs {
     /// With --data: the retriever to answer with (default: the config file's [query], else hybrid).
     #[arg(long, env = "STREAMRAG_RETRIEVER")]
     pub retriever: Option<String>,
-    /// With --data and --retriever glm: the checkpoint.
+    /// With --data and --retriever glm (or hybrid, whose fusion it joins): the checkpoint.
     #[arg(long, env = "STREAMRAG_GLM_CHECKPOINT")]
     pub checkpoint: Option<std::path::PathBuf>,
     /// Seconds to wait for the answer.

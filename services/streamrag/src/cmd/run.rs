@@ -65,7 +65,9 @@ pub struct RunArgs {
     /// Default: glm when a checkpoint is given, else hybrid.
     #[arg(long, env = "STREAMRAG_RETRIEVER")]
     pub retriever: Option<String>,
-    /// A GLM checkpoint `streamrag train` wrote.
+    /// A GLM checkpoint `streamrag train` wrote; with --retriever hybrid it joins the hybrid's
+    /// fusion ([query.hybrid] glm_seed, fuse_glm). The node follows the directory: a newer
+    /// checkpoint saved there is swapped in between batches.
     #[arg(long, env = "STREAMRAG_GLM_CHECKPOINT")]
     pub checkpoint: Option<PathBuf>,
     /// GLM graphs per forward pass (concurrent queries share passes).
