@@ -56,7 +56,7 @@ fn links_by_similarity_selects_and_scores_a_subgraph() {
         question_dim: 0,
         training: Training::default(),
     };
-    let r = GlmRetriever::new(GlmModel::init(&dir, &dir, cfg, &Device::Cpu).unwrap());
+    let mut r = GlmRetriever::new(GlmModel::init(&dir, &dir, cfg, &Device::Cpu).unwrap());
     let g = graph();
     // no entity name occurs in the question: 7 entities share "nobel"; the closest name wins
     let q = "which chemistry prize carries the nobel name?";
@@ -76,4 +76,12 @@ fn links_by_similarity_selects_and_scores_a_subgraph() {
     assert_eq!(out.len(), 2);
     assert_eq!(out[0].documents[0].id, "d5", "{:?}", out[0]);
     assert!(out[1].documents.is_empty() && out[1].seeds.is_empty(), "{:?}", out[1]);
+    // a budget at query time other than the trained one (run --glm-triplets)
+    assert_eq!(r.prepare(&g, q, &qv).unwrap().triplets.len(), 5, "the checkpoint's budget fills");
+    r.max_triplets = Some(2);
+    let small = r.prepare(&g, q, &qv).unwrap();
+    assert_eq!(small.triplets.len(), 2);
+    assert_eq!(small.seeds, seeds, "the budget bounds the subgraph, not the linking");
+    r.max_triplets = Some(50);
+    assert!(r.prepare(&g, q, &qv).unwrap().triplets.len() > 5, "a larger budget takes more of the graph");
 }

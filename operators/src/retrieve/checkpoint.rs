@@ -52,24 +52,27 @@ pub struct GlmSlot {
     dir: PathBuf,
     device: Device,
     batch: usize,
+    triplets: Option<usize>,
     current: RwLock<Arc<Loaded>>,
     /// (the signature loaded or last tried, the one seen at the last poll)
     seen: Mutex<(Signature, Signature)>,
 }
 
 impl GlmSlot {
-    /// Loads the checkpoint in `dir`; `batch`: graphs per forward pass.
-    pub fn load(dir: &Path, device: &Device, batch: usize) -> Result<Self> {
+    /// Loads the checkpoint in `dir`; `batch`: graphs per forward pass; `triplets`: the
+    /// subgraph budget (None: the one the checkpoint was trained with).
+    pub fn load(dir: &Path, device: &Device, batch: usize, triplets: Option<usize>) -> Result<Self> {
         let sig = signature(dir);
-        let loaded = Self::read(dir, device, batch)?;
-        Ok(GlmSlot { dir: dir.to_path_buf(), device: device.clone(), batch, current: RwLock::new(Arc::new(loaded)), seen: Mutex::new((sig.clone(), sig)) })
+        let loaded = Self::read(dir, device, batch, triplets)?;
+        Ok(GlmSlot { dir: dir.to_path_buf(), device: device.clone(), batch, triplets, current: RwLock::new(Arc::new(loaded)), seen: Mutex::new((sig.clone(), sig)) })
     }
 
-    fn read(dir: &Path, device: &Device, batch: usize) -> Result<Loaded> {
+    fn read(dir: &Path, device: &Device, batch: usize, triplets: Option<usize>) -> Result<Loaded> {
         let weights = dir.join("model.safetensors");
         let digest = digest(&weights).map_err(streamrag_glm::Error::io(&weights))?;
         let mut glm = GlmRetriever::load(dir, device)?;
         glm.batch_size = batch.max(1);
+        glm.max_triplets = triplets;
         let id = format!("{} step {} #{digest:08x}", dir.display(), glm.model.config.training.steps);
         Ok(Loaded { glm, id })
     }
@@ -98,7 +101,7 @@ impl GlmSlot {
             // tried once, whatever comes of it: a broken directory is tried again when it changes
             *loaded = now.clone();
         }
-        match Self::read(&self.dir, &self.device, self.batch) {
+        match Self::read(&self.dir, &self.device, self.batch, self.triplets) {
             // a save that landed while reading is read at the next look
             Ok(next) if signature(&self.dir) == now => {
                 tracing::info!(checkpoint = %next.id, previous = %self.current().id, "the query stage swapped to a new GLM checkpoint");

@@ -39,12 +39,14 @@ pub struct GlmRetriever {
     pub max_ngram: usize,
     /// Graphs per forward pass.
     pub batch_size: usize,
+    /// The subgraph budget at query time, when not the one the checkpoint was trained with.
+    pub max_triplets: Option<usize>,
     names: Mutex<HashMap<String, Vec<f32>>>,
 }
 
 impl GlmRetriever {
     pub fn new(model: GlmModel) -> Self {
-        GlmRetriever { model, max_ngram: 10, batch_size: 4, names: Mutex::new(HashMap::new()) }
+        GlmRetriever { model, max_ngram: 10, batch_size: 4, max_triplets: None, names: Mutex::new(HashMap::new()) }
     }
 
     /// Loads a checkpoint written by `streamrag train`.
@@ -53,7 +55,7 @@ impl GlmRetriever {
     }
 
     pub fn params(&self) -> SubgraphParams {
-        SubgraphParams { max_hops: self.model.config.max_hops, max_triplets: self.model.config.max_triplets }
+        SubgraphParams { max_hops: self.model.config.max_hops, max_triplets: self.max_triplets.unwrap_or(self.model.config.max_triplets) }
     }
 
     /// Seeds: entity names found in the question; failing that, the candidates sharing its

@@ -242,6 +242,8 @@ pub struct HybridParams {
     pub fuse_glm: f64,
     /// Documents the GLM ranks for the fusion (at least the question's top_k).
     pub glm_depth: usize,
+    /// The GLM's subgraph budget inside the hybrid (0: the one its checkpoint was trained with).
+    pub glm_triplets: usize,
     /// Weight of the GLM's best entities in the walk's restart (each by its probability over
     /// its document frequency, as the names are), when the hybrid has a GLM checkpoint (0: off).
     pub glm_seed: f64,
@@ -338,6 +340,7 @@ impl Default for HybridParams {
             fuse_glm: 0.0,
             glm_depth: 20,
             glm_seed: 0.0,
+            glm_triplets: 0,
             prior_scale: PriorScale::Range,
         }
     }
@@ -407,6 +410,7 @@ impl HybridParams {
             "fuse_glm" => self.fuse_glm = num(key, value)?,
             "glm_depth" => self.glm_depth = num(key, value)?,
             "glm_seed" => self.glm_seed = num(key, value)?,
+            "glm_triplets" => self.glm_triplets = num(key, value)?,
             "prior_scale" => self.prior_scale = value.parse()?,
             _ => return Err(format!("no hybrid parameter {key}")),
         }

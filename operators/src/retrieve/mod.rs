@@ -82,8 +82,9 @@ pub enum RetrieverChoice {
     Hybrid { model: Option<PathBuf>, params: HybridParams, glm: Option<(PathBuf, usize)> },
     /// Personalized PageRank over the entity graph.
     Ppr,
-    /// The GLM, from a checkpoint `streamrag train` wrote; `batch`: graphs per forward pass.
-    Glm { checkpoint: PathBuf, batch: usize },
+    /// The GLM, from a checkpoint `streamrag train` wrote; `batch`: graphs per forward pass;
+    /// `triplets`: the subgraph budget at query time (None: the one it was trained with).
+    Glm { checkpoint: PathBuf, batch: usize, triplets: Option<usize> },
     /// Passage embeddings with the sentence encoder in this directory (all-MiniLM-L6-v2).
     Dense { model: PathBuf },
     /// Passage BM25, its index under the data directory.
@@ -130,7 +131,7 @@ impl RetrieverChoice {
     pub fn from_flags(name: Option<&str>, checkpoint: Option<PathBuf>, batch: usize, dense_model: PathBuf) -> Result<Self, BuildError> {
         let bad = |m: String| Err(BuildError::Config(m));
         match (name, checkpoint) {
-            (None | Some("glm"), Some(checkpoint)) => Ok(RetrieverChoice::Glm { checkpoint, batch }),
+            (None | Some("glm"), Some(checkpoint)) => Ok(RetrieverChoice::Glm { checkpoint, batch, triplets: None }),
             (Some("hybrid"), Some(checkpoint)) => Ok(RetrieverChoice::Hybrid { model: Some(dense_model), params: HybridParams::default(), glm: Some((checkpoint, batch)) }),
             (Some("glm"), None) => bad("--retriever glm needs --checkpoint (a directory `streamrag train` wrote)".into()),
             (None | Some("hybrid"), None) => Ok(RetrieverChoice::hybrid(dense_model)),
@@ -145,6 +146,14 @@ impl RetrieverChoice {
     /// The hybrid with its default weights, dense from `model` (checked when it loads).
     pub fn hybrid(model: PathBuf) -> Self {
         RetrieverChoice::Hybrid { model: Some(model), params: HybridParams::default(), glm: None }
+    }
+
+    /// The GLM's subgraph budget at query time, for the GLM alone (the hybrid's is its
+    /// `glm_triplets` weight); 0 or None: the checkpoint's.
+    pub fn set_glm_triplets(&mut self, n: Option<usize>) {
+        if let RetrieverChoice::Glm { triplets, .. } = self {
+            *triplets = n.filter(|n| *n > 0);
+        }
     }
 
     pub fn name(&self) -> &'static str {
@@ -186,14 +195,17 @@ impl RetrieverChoice {
                         tracing::warn!(checkpoint = %dir.display(), "the hybrid asks its GLM checkpoint only with glm_seed or fuse_glm above 0 ([query.hybrid], eval --set); both are 0, so it is not loaded");
                         None
                     }
-                    Some((dir, batch)) => Some(glm_slot(dir, *batch).map_err(what(format!("the GLM checkpoint {}", dir.display())))?),
+                    Some((dir, batch)) => {
+                        let triplets = Some(params.glm_triplets).filter(|t| *t > 0);
+                        Some(glm_slot(dir, *batch, triplets).map_err(what(format!("the GLM checkpoint {}", dir.display())))?)
+                    }
                     None => None,
                 };
                 Retriever::Hybrid(Arc::new(Hybrid { bm25: Arc::new(data.open_bm25()?), dense: dense.map(|(_, d)| Arc::new(d)), facts, glm, params: params.clone() }))
             }
             RetrieverChoice::Ppr => Retriever::Ppr(PprParams::default()),
-            RetrieverChoice::Glm { checkpoint, batch } => {
-                Retriever::Glm(glm_slot(checkpoint, *batch).map_err(what(format!("the GLM checkpoint {}", checkpoint.display())))?)
+            RetrieverChoice::Glm { checkpoint, batch, triplets } => {
+                Retriever::Glm(glm_slot(checkpoint, *batch, *triplets).map_err(what(format!("the GLM checkpoint {}", checkpoint.display())))?)
             }
             RetrieverChoice::Dense { model } => Retriever::Dense(Arc::new(dense(model)?)),
             RetrieverChoice::Bm25 => Retriever::Bm25(Arc::new(data.open_bm25()?)),
@@ -202,11 +214,11 @@ impl RetrieverChoice {
 }
 
 /// The GLM checkpoint in `dir`, loaded and followed ([`GlmSlot::watch`]).
-fn glm_slot(dir: &Path, batch: usize) -> Result<Arc<GlmSlot>, streamrag_glm::Error> {
+fn glm_slot(dir: &Path, batch: usize, triplets: Option<usize>) -> Result<Arc<GlmSlot>, streamrag_glm::Error> {
     let device = default_device();
-    let slot = Arc::new(GlmSlot::load(dir, &device, batch)?);
+    let slot = Arc::new(GlmSlot::load(dir, &device, batch, triplets)?);
     let now = slot.current();
-    tracing::info!(checkpoint = %now.id, device = ?device, budget = now.glm.model.config.max_triplets, "the query stage uses the GLM");
+    tracing::info!(checkpoint = %now.id, device = ?device, budget = now.glm.params().max_triplets, "the query stage uses the GLM");
     slot.watch(checkpoint::CHECKPOINT_POLL);
     Ok(slot)
 }

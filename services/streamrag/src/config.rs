@@ -73,6 +73,9 @@ pub struct QuerySection {
     pub checkpoint: Option<std::path::PathBuf>,
     /// GLM graphs per forward pass.
     pub glm_batch: Option<usize>,
+    /// The GLM's subgraph budget at query time (default: the one its checkpoint was trained
+    /// with; the hybrid's GLM takes `[query.hybrid] glm_triplets`).
+    pub glm_triplets: Option<usize>,
     /// The sentence encoder of the hybrid and dense retrievers (all-MiniLM-L6-v2 directory).
     pub sentence_model: Option<std::path::PathBuf>,
     /// Most graph changes the standing queries read at once (default 256). Reading only owes the
@@ -99,9 +102,10 @@ impl QuerySection {
         Ok(choice)
     }
 
-    /// Sets `[query.hybrid]`'s weights on a hybrid choice; a key that names no weight, or a
-    /// value of the wrong kind, is an error naming it.
+    /// Sets `[query.hybrid]`'s weights on a hybrid choice (and `glm_triplets` on a GLM's); a
+    /// key that names no weight, or a value of the wrong kind, is an error naming it.
     pub fn apply_hybrid(&self, choice: &mut streamrag_operators::retrieve::RetrieverChoice) -> Result<()> {
+        choice.set_glm_triplets(self.glm_triplets);
         if let streamrag_operators::retrieve::RetrieverChoice::Hybrid { params, .. } = choice {
             for (k, v) in &self.hybrid {
                 let text = match v {

@@ -73,6 +73,10 @@ pub struct EvalArgs {
     /// GLM graphs per forward pass.
     #[arg(long, value_parser = super::at_least_one, default_value_t = 4)]
     pub glm_batch: usize,
+    /// The GLM's subgraph budget at query time (default: the checkpoint's training budget;
+    /// the hybrid's GLM takes --set glm_triplets=N).
+    #[arg(long, value_parser = super::at_least_one)]
+    pub glm_triplets: Option<usize>,
     /// Entity resolution while indexing, with this sentence encoder (all-MiniLM-L6-v2
     /// directory), as `run --resolve-model`; off by default, as in `run`.
     #[arg(long, conflicts_with = "indexed")]
@@ -288,6 +292,7 @@ pub async fn run(o: EvalArgs) -> Result<()> {
     // a checkpoint matters only to the GLM and the hybrid it joins (eval ignores it for the baselines)
     let checkpoint = o.checkpoint.clone().filter(|_| o.retriever == "glm" || o.retriever == "hybrid");
     let mut choice = RetrieverChoice::from_flags(Some(&o.retriever), checkpoint, o.glm_batch, minilm_dir(o.sentence_model.clone()))?;
+    choice.set_glm_triplets(o.glm_triplets);
     match &mut choice {
         RetrieverChoice::Dense { model } => super::check_model_dir(model, "--sentence-model")?,
         RetrieverChoice::Hybrid { params, .. } => {
@@ -383,6 +388,7 @@ pub async fn run(o: EvalArgs) -> Result<()> {
         "dataset": o.dataset.display().to_string(),
         "retriever": o.retriever,
         "checkpoint": o.checkpoint.as_ref().map(|c| c.display().to_string()),
+        "glm_triplets": o.glm_triplets,
         "questions": format!("{}..{}", range.start, range.end.min(ds.questions.len())),
         "unit": "percent",
         "n": all.n,

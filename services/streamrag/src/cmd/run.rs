@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// GLM graphs per forward pass (concurrent queries share passes).
     #[arg(long, env = "STREAMRAG_GLM_BATCH", value_parser = super::at_least_one)]
     pub glm_batch: Option<usize>,
+    /// The GLM's subgraph budget at query time (default: the checkpoint's training budget).
+    #[arg(long, env = "STREAMRAG_GLM_TRIPLETS", value_parser = super::at_least_one)]
+    pub glm_triplets: Option<usize>,
     /// The sentence encoder of the hybrid and dense retrievers (all-MiniLM-L6-v2 directory).
     #[arg(long, env = "STREAMRAG_MINILM_DIR")]
     pub sentence_model: Option<PathBuf>,
@@ -167,6 +170,9 @@ pub async fn run(a: RunArgs, file: FileConfig) -> Result<()> {
         minilm_dir(a.sentence_model.or_else(|| q.sentence_model.clone())),
     )?;
     q.apply_hybrid(&mut cfg.query.retriever)?;
+    if a.glm_triplets.is_some() {
+        cfg.query.retriever.set_glm_triplets(a.glm_triplets);
+    }
     if let RetrieverChoice::Dense { model } = &cfg.query.retriever {
         super::check_model_dir(model, "--sentence-model")?;
     }
