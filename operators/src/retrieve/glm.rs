@@ -26,6 +26,9 @@ const LINK_SEEDS: usize = 5;
 /// Cached name embeddings before the cache is cleared.
 const NAME_CACHE_MAX: usize = 200_000;
 
+/// A question's linked seeds, and the GLM's best entities with their probabilities.
+pub type EntityScores = (Vec<String>, Vec<(String, f64)>);
+
 /// What one question needs for the GLM.
 pub struct Prepared {
     pub seeds: Vec<String>,
@@ -117,7 +120,7 @@ impl GlmRetriever {
 
     /// The GLM's best entities for each question (ids with probabilities, best first, at most
     /// `top_entities`) and the seeds it linked; empty when nothing links.
-    pub fn entity_scores(&self, g: &GraphState, questions: &[&str]) -> Result<Vec<(Vec<String>, Vec<(String, f64)>)>> {
+    pub fn entity_scores(&self, g: &GraphState, questions: &[&str]) -> Result<Vec<EntityScores>> {
         if questions.is_empty() {
             return Ok(vec![]);
         }

@@ -79,7 +79,7 @@ pub enum RetrieverChoice {
     /// part (None: BM25 alone proposes passages).
     /// `glm`: a GLM checkpoint (and its graphs per forward pass) whose ranking joins the
     /// hybrid's final fusion.
-    Hybrid { model: Option<PathBuf>, params: HybridParams, glm: Option<(PathBuf, usize)> },
+    Hybrid { model: Option<PathBuf>, params: Box<HybridParams>, glm: Option<(PathBuf, usize)> },
     /// Personalized PageRank over the entity graph.
     Ppr,
     /// The GLM, from a checkpoint `streamrag train` wrote; `batch`: graphs per forward pass;
@@ -132,7 +132,7 @@ impl RetrieverChoice {
         let bad = |m: String| Err(BuildError::Config(m));
         match (name, checkpoint) {
             (None | Some("glm"), Some(checkpoint)) => Ok(RetrieverChoice::Glm { checkpoint, batch, triplets: None }),
-            (Some("hybrid"), Some(checkpoint)) => Ok(RetrieverChoice::Hybrid { model: Some(dense_model), params: HybridParams::default(), glm: Some((checkpoint, batch)) }),
+            (Some("hybrid"), Some(checkpoint)) => Ok(RetrieverChoice::Hybrid { model: Some(dense_model), params: Box::default(), glm: Some((checkpoint, batch)) }),
             (Some("glm"), None) => bad("--retriever glm needs --checkpoint (a directory `streamrag train` wrote)".into()),
             (None | Some("hybrid"), None) => Ok(RetrieverChoice::hybrid(dense_model)),
             (Some("ppr"), None) => Ok(RetrieverChoice::Ppr),
@@ -145,7 +145,7 @@ impl RetrieverChoice {
 
     /// The hybrid with its default weights, dense from `model` (checked when it loads).
     pub fn hybrid(model: PathBuf) -> Self {
-        RetrieverChoice::Hybrid { model: Some(model), params: HybridParams::default(), glm: None }
+        RetrieverChoice::Hybrid { model: Some(model), params: Box::default(), glm: None }
     }
 
     /// The GLM's subgraph budget at query time, for the GLM alone (the hybrid's is its
@@ -201,7 +201,7 @@ impl RetrieverChoice {
                     }
                     None => None,
                 };
-                Retriever::Hybrid(Arc::new(Hybrid { bm25: Arc::new(data.open_bm25()?), dense: dense.map(|(_, d)| Arc::new(d)), facts, glm, params: params.clone() }))
+                Retriever::Hybrid(Arc::new(Hybrid { bm25: Arc::new(data.open_bm25()?), dense: dense.map(|(_, d)| Arc::new(d)), facts, glm, params: (**params).clone() }))
             }
             RetrieverChoice::Ppr => Retriever::Ppr(PprParams::default()),
             RetrieverChoice::Glm { checkpoint, batch, triplets } => {

@@ -353,7 +353,7 @@ mod tests {
         let all = self_made(&g, &o, &[]);
         let two = all.iter().find(|q| q.kind == Kind::TwoHop).expect("a chain");
         let held: BTreeSet<String> = two.gold.iter().cloned().collect();
-        let kept = self_made(&g, &o, &[held.clone()]);
+        let kept = self_made(&g, &o, std::slice::from_ref(&held));
         assert!(kept.iter().all(|q| q.gold.iter().cloned().collect::<BTreeSet<_>>() != held), "{kept:#?}");
         assert!(!kept.is_empty());
     }
