@@ -8,12 +8,15 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// FNV-1a over `parts`, each followed by the byte 0xff so ("ab", "c") and ("a", "bc") differ.
 pub fn fnv1a(parts: &[&str]) -> u64 {
+    fnv1a_bytes(parts.iter().flat_map(|p| p.bytes().chain(std::iter::once(0xff))))
+}
+
+/// FNV-1a over a stream of bytes as they are (a file's, say).
+pub fn fnv1a_bytes(bytes: impl IntoIterator<Item = u8>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for b in p.bytes().chain(std::iter::once(0xff)) {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
+    for b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
 }

@@ -38,12 +38,7 @@ fn signature(dir: &Path) -> Signature {
 
 /// FNV-1a over a file's bytes, folded to 32 bits (a name, not a check).
 fn digest(path: &Path) -> std::io::Result<u32> {
-    let bytes = std::fs::read(path)?;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = crate::hash::fnv1a_bytes(std::fs::read(path)?);
     Ok((h ^ (h >> 32)) as u32)
 }
 
@@ -80,10 +75,6 @@ impl GlmSlot {
     /// The model queries use now; hold it for a whole batch.
     pub fn current(&self) -> Arc<Loaded> {
         self.current.read().expect("checkpoint lock").clone()
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Looks at the directory once: when it changed since the model was loaded and has not

@@ -417,6 +417,11 @@ impl HybridParams {
         Ok(())
     }
 
+    /// Whether a GLM checkpoint given to the hybrid has anything to do (`glm_seed` or `fuse_glm`).
+    pub fn asks_glm(&self) -> bool {
+        self.glm_seed > 0.0 || self.fuse_glm > 0.0
+    }
+
     /// What a fact's cosine to the question says beyond `fact_dense_floor` (0 without a vector).
     fn above_floor(&self, cosine: Option<f32>) -> f64 {
         cosine.map_or(0.0, |c| (c as f64 - self.fact_dense_floor).max(0.0))
@@ -477,7 +482,8 @@ pub struct Hybrid {
     pub dense: Option<Arc<DenseIndex>>,
     /// The facts' embeddings (kept beside the passages' when there is an encoder).
     pub facts: Option<Arc<FactVectors>>,
-    /// A GLM checkpoint whose document ranking joins the final fusion (`fuse_glm`).
+    /// A GLM checkpoint whose entities restart the walk (`glm_seed`) and whose document
+    /// ranking joins the final fusion (`fuse_glm`); asked only when one of them is above 0.
     pub glm: Option<Arc<GlmSlot>>,
     pub params: HybridParams,
 }
@@ -505,7 +511,7 @@ impl Hybrid {
         };
         // the GLM's entities, one model for the whole batch (the slot may swap meanwhile)
         let glm = match &self.glm {
-            Some(slot) if p.fuse_glm > 0.0 || p.glm_seed > 0.0 => {
+            Some(slot) if p.asks_glm() => {
                 let m = slot.current();
                 let scored = m.glm.entity_scores(g, &qs.iter().map(|q| q.0).collect::<Vec<_>>())?;
                 Some((m.id.clone(), scored.into_iter().map(|(_, top)| top).collect::<Vec<_>>()))

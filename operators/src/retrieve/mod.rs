@@ -191,7 +191,7 @@ impl RetrieverChoice {
                     None => None,
                 };
                 let glm = match glm {
-                    Some((dir, _)) if params.fuse_glm <= 0.0 && params.glm_seed <= 0.0 => {
+                    Some((dir, _)) if !params.asks_glm() => {
                         tracing::warn!(checkpoint = %dir.display(), "the hybrid asks its GLM checkpoint only with glm_seed or fuse_glm above 0 ([query.hybrid], eval --set); both are 0, so it is not loaded");
                         None
                     }
