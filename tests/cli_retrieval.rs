@@ -108,7 +108,8 @@ fn train_resumes_eval_reports_and_the_query_stage_uses_the_checkpoint() {
     assert!(hybrid["recall@5"].as_f64().unwrap() >= 40.0, "{}", hybrid["recall@5"]);
     // the ablation: each part of the hybrid switched off in turn, each measured on every question
     let abl = hybrid["ablation"].as_array().unwrap();
-    assert_eq!(abl.len(), 20, "{abl:?}");
+    assert_eq!(abl.len(), 21, "{abl:?}");
+    assert!(abl.iter().any(|a| a["without"] == "without the prior boost"), "the walk's passages are boosted by their prior by default: {abl:?}");
     assert!(abl.iter().any(|a| a["without"] == "without the common scaling (BM25 from 0)"), "BM25 and dense are scaled alike by default: {abl:?}");
     assert!(abl.iter().any(|a| a["without"] == "without the absolute restart"), "the restart is HippoRAG 2's by default: {abl:?}");
     assert!(abl.iter().any(|a| a["without"] == "without the concept edge weight"), "concept edges weigh less by default: {abl:?}");
