@@ -214,7 +214,59 @@ fn best_span(s: &str, want: &Want, relation: &HashSet<String>, given: &HashSet<S
 /// holds "born", and the sentence of X's passage that names the director adds "director" and
 /// X: the answer can sit one hop from what the question names.
 pub fn extract(question: &str, passages: &[Passage]) -> Option<Extracted> {
-    let want = super::text::want(question);
+    if let Some((first, second)) = compound(question) {
+        let (mut wa, wb) = (super::text::want(first), super::text::want(second));
+        // "Which movement did X lead": beside a second question the first asks for the thing's
+        // name, not a sentence to be joined with the second's answer
+        let opener = first.split_whitespace().next().map(str::to_lowercase);
+        if wa == Want::Any && wb != Want::Any && matches!(opener.as_deref(), Some("which" | "what")) {
+            wa = Want::Name;
+        }
+        if wa != Want::Any || wb != Want::Any {
+            // the first part names its subject; the second says "it" or "he" for it, so it is
+            // read with the whole question's words and its own question word
+            let a = extract_as(first, wa, passages);
+            let b = extract_as(question, wb, passages);
+            return match (a, b) {
+                (Some(a), Some(b)) => Some(joined(a, b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+    extract_as(question, super::text::want(question), passages)
+}
+
+/// A question that asks two things ("Which movement did X lead, and where did it begin?",
+/// "Who was the father of X and where did he die?"): the part before " and " and the part
+/// from the question word after it.
+fn compound(question: &str) -> Option<(&str, &str)> {
+    const ASKS: &[&str] = &["where", "when", "who", "whom", "what", "which", "how", "why", "in which", "in what"];
+    // as written: "And How They Grew" in a title is capitalised
+    question.match_indices(" and ").find_map(|(i, m)| {
+        let rest = &question[i + m.len()..];
+        let asks = ASKS.iter().any(|w| rest.starts_with(w) && rest[w.len()..].starts_with(' '));
+        let first = question[..i].trim_end_matches([',', ';', ' ']);
+        (asks && first.split_whitespace().count() >= 3).then(|| (first, question[i + m.len()..].trim()))
+    })
+}
+
+/// Two parts' answers as one: the one alone when it holds the other ("Lech Wałęsa led the
+/// Solidarity movement in Gdańsk." holds "Gdańsk"), else both, first part first.
+fn joined(a: Extracted, b: Extracted) -> Extracted {
+    let (na, nb) = (normalize(&a.text), normalize(&b.text));
+    let mut cites = a.cites.clone();
+    cites.extend(b.cites.iter().filter(|c| !a.cites.contains(c)));
+    let text = if na.contains(&nb) {
+        a.text
+    } else if nb.contains(&na) {
+        b.text
+    } else {
+        format!("{}; {}", a.text, b.text)
+    };
+    Extracted { text, cites }
+}
+
+fn extract_as(question: &str, want: Want, passages: &[Passage]) -> Option<Extracted> {
     let qwords = content_words(question);
     let anchor_words: HashSet<String> = super::support::anchors(question).into_iter().flatten().map(|w| stem(&w)).collect();
     let all = stems(&qwords);
@@ -390,18 +442,22 @@ fn hop(question: &str, passages: &[Passage], relation: &HashSet<String>, given: 
 
 /// Kinship terms that are two relations in a row ("paternal grandfather": the father's
 /// father), each relation as the stems that state it in a passage.
-const KIN: &[(&str, [&str; 2])] = &[
-    ("paternal grandfather", ["father", "father"]),
-    ("paternal grandmother", ["father", "mother"]),
-    ("maternal grandfather", ["mother", "father"]),
-    ("maternal grandmother", ["mother", "mother"]),
-    ("father in law", ["spouse", "father"]),
-    ("mother in law", ["spouse", "mother"]),
-    ("son in law", ["child", "spouse"]),
-    ("daughter in law", ["child", "spouse"]),
-    ("child in law", ["child", "spouse"]),
-    ("stepmother", ["father", "spouse"]),
-    ("stepfather", ["mother", "spouse"]),
+const KIN: &[(&str, &[&str])] = &[
+    ("paternal grandfather", &["father", "father"]),
+    ("paternal grandmother", &["father", "mother"]),
+    ("maternal grandfather", &["mother", "father"]),
+    ("maternal grandmother", &["mother", "mother"]),
+    ("father in law", &["spouse", "father"]),
+    ("mother in law", &["spouse", "mother"]),
+    ("son in law", &["child", "spouse"]),
+    ("daughter in law", &["child", "spouse"]),
+    ("child in law", &["child", "spouse"]),
+    ("stepmother", &["father", "spouse"]),
+    ("stepfather", &["mother", "spouse"]),
+    // one relation, after the two-relation terms that hold it: "the father of X" is in "X was
+    // the daughter of Y" as well as in "his father, Y"
+    ("father", &["father"]),
+    ("mother", &["mother"]),
 ];
 
 /// The stems that state a relation in a passage, and whether the name sought is the second
@@ -421,7 +477,11 @@ fn kin_cues(relation: &str) -> (&'static [&'static str], &'static [&'static str]
 /// (or, for the last, any name there).
 fn kin(question: &str, passages: &[Passage]) -> Option<Extracted> {
     let n = normalize(&no_possessive(question));
-    let (_, hops) = KIN.iter().find(|(term, _)| n.contains(term))?;
+    let padded = format!(" {n} ");
+    // one relation only where the person is asked for ("Who is X's father?"), not something
+    // of theirs ("What nationality is X's father?")
+    let who = matches!(n.split(' ').next(), Some("who" | "whom"));
+    let (_, hops) = KIN.iter().find(|(term, hops)| (hops.len() > 1 || who) && padded.contains(&format!(" {term} ")))?;
     let (mut at, _) = spans(question).into_iter().filter(|s| s.kind == SpanKind::Name).find_map(|s| passage_of(passages, &question[s.start..s.end], &[]).map(|a| (a, s)))?;
     let mut cites = vec![at];
     let mut seen = vec![at];
@@ -655,6 +715,32 @@ mod tests {
 
     fn ask(q: &str) -> Option<Extracted> {
         extract(q, &ps())
+    }
+
+    #[test]
+    fn a_question_that_asks_two_things_gets_both() {
+        let ps = [
+            Passage { title: "Ada Lovelace", text: "Ada Lovelace was an English mathematician born in London on 10 December 1815. She worked with Charles Babbage on the Analytical Engine. She was the daughter of Lord Byron." },
+            Passage { title: "Lord Byron", text: "Lord Byron was an English poet born in London in 1788. He wrote Don Juan. He died in Missolonghi in 1824 during the Greek War of Independence." },
+            Passage { title: "Lech Wałęsa", text: "Lech Wałęsa led the Solidarity movement in Gdańsk. He won the Nobel Peace Prize in 1983." },
+        ];
+        let a = extract("Who was the father of Ada Lovelace and where did he die?", &ps).unwrap();
+        assert_eq!(a, Extracted { text: "Lord Byron; Missolonghi".into(), cites: vec![0, 1] });
+        assert_eq!(extract("Who was the father of Ada Lovelace?", &ps).unwrap().text, "Lord Byron", "\"daughter of\" answers \"father of\"");
+        // "which movement": the movement's name, then the place
+        let a = extract("Which movement did the winner of the 1983 Nobel Peace Prize lead, and where did it begin?", &ps).unwrap();
+        assert_eq!(a.text, "Solidarity; Gdańsk", "{a:?}");
+        assert_eq!(a.cites, vec![2]);
+        // an answer that holds the other's is given alone
+        let sentence = Extracted { text: "Lech Wałęsa led the Solidarity movement in Gdańsk.".into(), cites: vec![2] };
+        assert_eq!(joined(sentence.clone(), Extracted { text: "Gdańsk".into(), cites: vec![2] }), sentence);
+        // "and" inside one question is no second question
+        assert_eq!(compound("Who was born first, Ada Lovelace and Lord Byron?"), None);
+        assert_eq!(compound("Are both Ada Lovelace and Lord Byron English?"), None);
+        assert_eq!(compound("Which film came out first, Peppers And How They Grew or Mary?"), None, "a title's words");
+        // the nationality of the father is not the father
+        assert_ne!(extract("What nationality is Ada Lovelace's father?", &ps).map(|a| a.text), Some("Lord Byron".to_string()));
+        assert_eq!(compound("Who was the father of Ada Lovelace and where did he die?"), Some(("Who was the father of Ada Lovelace", "where did he die?")));
     }
 
     #[test]
