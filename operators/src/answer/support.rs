@@ -115,11 +115,8 @@ fn unknown_pair(question: &str, known: &dyn Fn(&str) -> bool) -> Option<String> 
         for (i, part) in parts.iter().enumerate() {
             let last = i + 1 == parts.len();
             if is_stop(part) {
-                if !JOINERS.contains(part) {
-                    if let Some(prev) = seq.last_mut() {
-                        prev.1 = true;
-                    }
-                } else if last && w.stops_after {
+                // a word that joins no name, or punctuation after a joiner, breaks the run
+                if !JOINERS.contains(part) || (last && w.stops_after) {
                     if let Some(prev) = seq.last_mut() {
                         prev.1 = true;
                     }
