@@ -246,7 +246,7 @@ fn compound(question: &str) -> Option<(&str, &str)> {
         let rest = &question[i + m.len()..];
         let asks = ASKS.iter().any(|w| rest.starts_with(w) && rest[w.len()..].starts_with(' '));
         let first = question[..i].trim_end_matches([',', ';', ' ']);
-        (asks && first.split_whitespace().count() >= 3).then(|| (first, question[i + m.len()..].trim()))
+        (asks && first.split_whitespace().count() >= 3).then(|| (first, rest.trim()))
     })
 }
 

@@ -152,7 +152,7 @@ impl RetrieverChoice {
     /// `glm_triplets` weight); 0 or None: the checkpoint's.
     pub fn set_glm_triplets(&mut self, n: Option<usize>) {
         if let RetrieverChoice::Glm { triplets, .. } = self {
-            *triplets = n.filter(|n| *n > 0);
+            *triplets = n;
         }
     }
 
@@ -195,28 +195,25 @@ impl RetrieverChoice {
                         tracing::warn!(checkpoint = %dir.display(), "the hybrid asks its GLM checkpoint only with glm_seed or fuse_glm above 0 ([query.hybrid], eval --set); both are 0, so it is not loaded");
                         None
                     }
-                    Some((dir, batch)) => {
-                        let triplets = Some(params.glm_triplets).filter(|t| *t > 0);
-                        Some(glm_slot(dir, *batch, triplets).map_err(what(format!("the GLM checkpoint {}", dir.display())))?)
-                    }
+                    Some((dir, batch)) => Some(glm_slot(dir, *batch, Some(params.glm_triplets))?),
                     None => None,
                 };
                 Retriever::Hybrid(Arc::new(Hybrid { bm25: Arc::new(data.open_bm25()?), dense: dense.map(|(_, d)| Arc::new(d)), facts, glm, params: (**params).clone() }))
             }
             RetrieverChoice::Ppr => Retriever::Ppr(PprParams::default()),
-            RetrieverChoice::Glm { checkpoint, batch, triplets } => {
-                Retriever::Glm(glm_slot(checkpoint, *batch, *triplets).map_err(what(format!("the GLM checkpoint {}", checkpoint.display())))?)
-            }
+            RetrieverChoice::Glm { checkpoint, batch, triplets } => Retriever::Glm(glm_slot(checkpoint, *batch, *triplets)?),
             RetrieverChoice::Dense { model } => Retriever::Dense(Arc::new(dense(model)?)),
             RetrieverChoice::Bm25 => Retriever::Bm25(Arc::new(data.open_bm25()?)),
         })
     }
 }
 
-/// The GLM checkpoint in `dir`, loaded and followed ([`GlmSlot::watch`]).
-fn glm_slot(dir: &Path, batch: usize, triplets: Option<usize>) -> Result<Arc<GlmSlot>, streamrag_glm::Error> {
+/// The GLM checkpoint in `dir`, loaded and followed ([`GlmSlot::watch`]); `triplets`: the
+/// subgraph budget (None or 0: the checkpoint's).
+fn glm_slot(dir: &Path, batch: usize, triplets: Option<usize>) -> Result<Arc<GlmSlot>, BuildError> {
     let device = default_device();
-    let slot = Arc::new(GlmSlot::load(dir, &device, batch, triplets)?);
+    let loaded = GlmSlot::load(dir, &device, batch, triplets.filter(|t| *t > 0));
+    let slot = Arc::new(loaded.map_err(|source| BuildError::Model { what: format!("the GLM checkpoint {}", dir.display()), source })?);
     let now = slot.current();
     tracing::info!(checkpoint = %now.id, device = ?device, budget = now.glm.params().max_triplets, "the query stage uses the GLM");
     slot.watch(checkpoint::CHECKPOINT_POLL);
